@@ -1,0 +1,115 @@
+package ipset
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Fake is an in-memory ipset store with kernel semantics: entries go only
+// into sets that exist. Ops records every mutating call.
+type Fake struct {
+	mu   sync.Mutex
+	sets map[string]*fakeSet
+	Ops  []string
+}
+
+type fakeSet struct {
+	def     Set
+	entries map[Entry]bool
+}
+
+var _ Interface = (*Fake)(nil)
+
+func NewFake() *Fake { return &Fake{sets: map[string]*fakeSet{}} }
+
+func (f *Fake) EnsureSet(s Set) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.sets[s.Name]; !ok {
+		f.sets[s.Name] = &fakeSet{def: s, entries: map[Entry]bool{}}
+	}
+	return nil
+}
+
+func (f *Fake) set(name string) (*fakeSet, error) {
+	s, ok := f.sets[name]
+	if !ok {
+		return nil, fmt.Errorf("ipset %s does not exist", name)
+	}
+	return s, nil
+}
+
+func (f *Fake) Entries(name string) ([]Entry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(s.entries))
+	for e := range s.entries {
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (f *Fake) AddEntry(name string, e Entry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(name)
+	if err != nil {
+		return err
+	}
+	f.Ops = append(f.Ops, fmt.Sprintf("add-entry %s %s", name, e))
+	s.entries[e] = true
+	return nil
+}
+
+func (f *Fake) DeleteEntry(name string, e Entry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(name)
+	if err != nil {
+		return err
+	}
+	f.Ops = append(f.Ops, fmt.Sprintf("delete-entry %s %s", name, e))
+	delete(s.entries, e)
+	return nil
+}
+
+// TakeOps returns the recorded operations and clears the record.
+func (f *Fake) TakeOps() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := f.Ops
+	f.Ops = nil
+	return ops
+}
+
+// Dump prints non-empty sets as `ipset save` would list their entries, sorted.
+func (f *Fake) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lines []string
+	for name, s := range f.sets {
+		for e := range s.entries {
+			lines = append(lines, fmt.Sprintf("add %s %s", name, e))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// SetNames lists the sets that exist, sorted.
+func (f *Fake) SetNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	for n := range f.sets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

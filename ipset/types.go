@@ -1,0 +1,92 @@
+package ipset
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+)
+
+// Type is an ipset type name.
+type Type string
+
+const (
+	HashIP          Type = "hash:ip"
+	HashIPPort      Type = "hash:ip,port"
+	HashIPPortIP    Type = "hash:ip,port,ip"
+	HashIPPortNet   Type = "hash:ip,port,net"
+	BitmapPort      Type = "bitmap:port"
+	DefaultHashSize      = 1024
+	DefaultMaxElem       = 65536
+)
+
+// Set describes one set. Family is "inet" or "inet6" (ignored for bitmap:port).
+type Set struct {
+	Name     string
+	Type     Type
+	Family   string
+	HashSize uint32
+	MaxElem  uint32
+	Comment  string // what the set is for; documentation only, never sent to the kernel
+}
+
+// Entry is one member. Which fields are set depends on the set type:
+// hash:ip uses IP; hash:ip,port adds Protocol and Port; hash:ip,port,ip adds IP2;
+// hash:ip,port,net adds Net; bitmap:port uses only Port.
+type Entry struct {
+	IP       netip.Addr
+	Protocol string // "tcp", "udp" or "sctp"
+	Port     uint16
+	IP2      netip.Addr
+	Net      netip.Prefix
+}
+
+// String prints the entry the way `ipset save` does.
+func (e Entry) String() string {
+	if !e.IP.IsValid() {
+		return strconv.Itoa(int(e.Port))
+	}
+	s := e.IP.String()
+	if e.Protocol != "" {
+		s += fmt.Sprintf(",%s:%d", e.Protocol, e.Port)
+	}
+	if e.IP2.IsValid() {
+		s += "," + e.IP2.String()
+	}
+	if e.Net.IsValid() {
+		s += "," + e.Net.String()
+	}
+	return s
+}
+
+// Interface is the ipsets of one network namespace.
+type Interface interface {
+	// EnsureSet creates the set if it does not exist; an existing set is kept with its entries.
+	EnsureSet(Set) error
+	Entries(set string) ([]Entry, error)
+	AddEntry(set string, e Entry) error
+	DeleteEntry(set string, e Entry) error
+}
+
+func protocolNumber(p string) (uint8, bool) {
+	switch p {
+	case "tcp":
+		return 6, true
+	case "udp":
+		return 17, true
+	case "sctp":
+		return 132, true
+	}
+	return 0, false
+}
+
+func protocolName(n uint8) string {
+	switch n {
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 132:
+		return "sctp"
+	}
+	return strconv.Itoa(int(n))
+}

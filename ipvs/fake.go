@@ -1,0 +1,203 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Errors the fake returns where the kernel returns EEXIST / ENOENT / ESRCH.
+var (
+	ErrExists   = errors.New("object exists")
+	ErrNotFound = errors.New("no such object")
+)
+
+// Fake is an in-memory IPVS table with kernel semantics, for unit tests.
+// Ops records every mutating call so tests can assert the work done.
+type Fake struct {
+	mu      sync.Mutex
+	servers map[Key]*fakeServer
+	Ops     []string
+	// FailNext, when set, makes the next mutating call whose op string
+	// starts with it fail once.
+	FailNext string
+}
+
+type fakeServer struct {
+	vs   VirtualServer
+	real map[netip.AddrPort]RealServer
+}
+
+var _ Interface = (*Fake)(nil)
+
+func NewFake() *Fake { return &Fake{servers: map[Key]*fakeServer{}} }
+
+func (f *Fake) op(format string, args ...any) error {
+	s := fmt.Sprintf(format, args...)
+	if f.FailNext != "" && strings.HasPrefix(s, f.FailNext) {
+		f.FailNext = ""
+		return fmt.Errorf("%s: injected failure", s)
+	}
+	f.Ops = append(f.Ops, s)
+	return nil
+}
+
+// TakeOps returns the recorded operations and clears the record.
+func (f *Fake) TakeOps() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := f.Ops
+	f.Ops = nil
+	return ops
+}
+
+func (f *Fake) VirtualServers() ([]VirtualServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]VirtualServer, 0, len(f.servers))
+	for _, s := range f.servers {
+		out = append(out, s.vs)
+	}
+	return out, nil
+}
+
+func (f *Fake) AddVirtualServer(vs VirtualServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.servers[vs.Key]; ok {
+		return fmt.Errorf("add virtual server %s: %w", vs.Key, ErrExists)
+	}
+	if err := f.op("add-vs %s", vs.Key); err != nil {
+		return err
+	}
+	f.servers[vs.Key] = &fakeServer{vs: vs, real: map[netip.AddrPort]RealServer{}}
+	return nil
+}
+
+func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[vs.Key]
+	if !ok {
+		return fmt.Errorf("update virtual server %s: %w", vs.Key, ErrNotFound)
+	}
+	if err := f.op("update-vs %s", vs.Key); err != nil {
+		return err
+	}
+	s.vs = vs
+	return nil
+}
+
+func (f *Fake) DeleteVirtualServer(k Key) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.servers[k]; !ok {
+		return fmt.Errorf("delete virtual server %s: %w", k, ErrNotFound)
+	}
+	if err := f.op("delete-vs %s", k); err != nil {
+		return err
+	}
+	delete(f.servers, k)
+	return nil
+}
+
+func (f *Fake) RealServers(k Key) ([]RealServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[k]
+	if !ok {
+		return nil, fmt.Errorf("list real servers of %s: %w", k, ErrNotFound)
+	}
+	out := make([]RealServer, 0, len(s.real))
+	for _, r := range s.real {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (f *Fake) AddRealServer(k Key, r RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[k]
+	if !ok {
+		return fmt.Errorf("add real server to %s: %w", k, ErrNotFound)
+	}
+	if _, ok := s.real[r.ID()]; ok {
+		return fmt.Errorf("add real server %s to %s: %w", r.ID(), k, ErrExists)
+	}
+	if err := f.op("add-rs %s %s", k, r.ID()); err != nil {
+		return err
+	}
+	s.real[r.ID()] = RealServer{Address: r.Address, Port: r.Port, Weight: r.Weight}
+	return nil
+}
+
+func (f *Fake) UpdateRealServer(k Key, r RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[k]
+	if !ok {
+		return fmt.Errorf("update real server of %s: %w", k, ErrNotFound)
+	}
+	old, ok := s.real[r.ID()]
+	if !ok {
+		return fmt.Errorf("update real server %s of %s: %w", r.ID(), k, ErrNotFound)
+	}
+	if err := f.op("update-rs %s %s weight=%d", k, r.ID(), r.Weight); err != nil {
+		return err
+	}
+	old.Weight = r.Weight
+	s.real[r.ID()] = old
+	return nil
+}
+
+func (f *Fake) DeleteRealServer(k Key, id netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.servers[k]
+	if !ok {
+		return fmt.Errorf("delete real server of %s: %w", k, ErrNotFound)
+	}
+	if _, ok := s.real[id]; !ok {
+		return fmt.Errorf("delete real server %s of %s: %w", id, k, ErrNotFound)
+	}
+	if err := f.op("delete-rs %s %s", k, id); err != nil {
+		return err
+	}
+	delete(s.real, id)
+	return nil
+}
+
+// SetConnections sets a real server's connection counters, as traffic would.
+func (f *Fake) SetConnections(k Key, id netip.AddrPort, active, inactive int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[k]; ok {
+		if r, ok := s.real[id]; ok {
+			r.ActiveConns, r.InactiveConns = active, inactive
+			s.real[id] = r
+		}
+	}
+}
+
+// Dump prints the table one object per line, sorted, in the spirit of ipvsadm -Sn.
+func (f *Fake) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lines []string
+	for _, s := range f.servers {
+		v := fmt.Sprintf("-A %s -s %s", s.vs.Key, s.vs.Scheduler)
+		if s.vs.Flags&FlagPersistent != 0 {
+			v += fmt.Sprintf(" -p %d", s.vs.Timeout)
+		}
+		lines = append(lines, v)
+		for _, r := range s.real {
+			lines = append(lines, fmt.Sprintf("-a %s -r %s -w %d", s.vs.Key, r.ID(), r.Weight))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,182 @@
+package ipvs
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	libipvs "github.com/moby/ipvs"
+)
+
+// Netlink talks to the kernel through a generic netlink socket.
+type Netlink struct {
+	mu sync.Mutex // the moby handle is not safe for concurrent use
+	h  *libipvs.Handle
+}
+
+var _ Interface = (*Netlink)(nil)
+
+// NewNetlink opens the IPVS table of the current network namespace. It fails
+// when the kernel has no IPVS (module not loaded or not built).
+func NewNetlink() (*Netlink, error) {
+	h, err := libipvs.New("")
+	if err != nil {
+		return nil, fmt.Errorf("open IPVS netlink: %w", err)
+	}
+	if _, err := h.GetConfig(); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("kernel has no usable IPVS (is ip_vs loaded?): %w", err)
+	}
+	return &Netlink{h: h}, nil
+}
+
+func (n *Netlink) Close() { n.h.Close() }
+
+func family(a netip.Addr) uint16 {
+	if a.Is4() {
+		return syscall.AF_INET
+	}
+	return syscall.AF_INET6
+}
+
+func toLib(vs VirtualServer) *libipvs.Service {
+	s := &libipvs.Service{
+		Address:       net.IP(vs.Address.AsSlice()),
+		Protocol:      vs.Protocol.Number(),
+		Port:          vs.Port,
+		AddressFamily: family(vs.Address),
+		SchedName:     vs.Scheduler,
+		Flags:         vs.Flags,
+		Timeout:       vs.Timeout,
+		Netmask:       0xffffffff,
+	}
+	if vs.Address.Is6() {
+		s.Netmask = 128
+	}
+	return s
+}
+
+func keyToLib(k Key) *libipvs.Service {
+	return toLib(VirtualServer{Key: k})
+}
+
+func fromLib(s *libipvs.Service) (VirtualServer, bool) {
+	addr, ok := netip.AddrFromSlice(s.Address)
+	if !ok || s.FWMark != 0 {
+		return VirtualServer{}, false
+	}
+	if s.AddressFamily == syscall.AF_INET {
+		addr = addr.Unmap()
+	}
+	return VirtualServer{
+		Key:       Key{Address: addr, Protocol: protocolFromNumber(s.Protocol), Port: s.Port},
+		Scheduler: s.SchedName,
+		Flags:     s.Flags &^ flagHashed,
+		Timeout:   s.Timeout,
+	}, true
+}
+
+func realToLib(r RealServer) *libipvs.Destination {
+	return &libipvs.Destination{
+		Address:         net.IP(r.Address.AsSlice()),
+		Port:            r.Port,
+		Weight:          r.Weight,
+		AddressFamily:   family(r.Address),
+		ConnectionFlags: libipvs.ConnectionFlagMasq,
+	}
+}
+
+// VirtualServers lists every address/port virtual server (firewall-mark
+// services are not ours and are left out).
+func (n *Netlink) VirtualServers() ([]VirtualServer, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	list, err := n.h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	out := make([]VirtualServer, 0, len(list))
+	for _, s := range list {
+		if vs, ok := fromLib(s); ok {
+			out = append(out, vs)
+		}
+	}
+	return out, nil
+}
+
+func (n *Netlink) AddVirtualServer(vs VirtualServer) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.NewService(toLib(vs)); err != nil {
+		return fmt.Errorf("add virtual server %s: %w", vs.Key, err)
+	}
+	return nil
+}
+
+func (n *Netlink) UpdateVirtualServer(vs VirtualServer) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.UpdateService(toLib(vs)); err != nil {
+		return fmt.Errorf("update virtual server %s: %w", vs.Key, err)
+	}
+	return nil
+}
+
+func (n *Netlink) DeleteVirtualServer(k Key) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.DelService(keyToLib(k)); err != nil {
+		return fmt.Errorf("delete virtual server %s: %w", k, err)
+	}
+	return nil
+}
+
+func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	list, err := n.h.GetDestinations(keyToLib(k))
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", k, err)
+	}
+	out := make([]RealServer, 0, len(list))
+	for _, d := range list {
+		addr, ok := netip.AddrFromSlice(d.Address)
+		if !ok {
+			continue
+		}
+		out = append(out, RealServer{
+			Address: addr.Unmap(), Port: d.Port, Weight: d.Weight,
+			ActiveConns: d.ActiveConnections, InactiveConns: d.InactiveConnections,
+		})
+	}
+	return out, nil
+}
+
+func (n *Netlink) AddRealServer(k Key, r RealServer) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.NewDestination(keyToLib(k), realToLib(r)); err != nil {
+		return fmt.Errorf("add real server %s to %s: %w", r.ID(), k, err)
+	}
+	return nil
+}
+
+func (n *Netlink) UpdateRealServer(k Key, r RealServer) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.UpdateDestination(keyToLib(k), realToLib(r)); err != nil {
+		return fmt.Errorf("update real server %s of %s: %w", r.ID(), k, err)
+	}
+	return nil
+}
+
+func (n *Netlink) DeleteRealServer(k Key, id netip.AddrPort) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.DelDestination(keyToLib(k), realToLib(RealServer{Address: id.Addr(), Port: id.Port()})); err != nil {
+		return fmt.Errorf("delete real server %s of %s: %w", id, k, err)
+	}
+	return nil
+}
