@@ -1,0 +1,30 @@
+package proxier
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Config is what the proxier needs from the command line.
+type Config struct {
+	NodeName      string
+	Scheduler     string
+	SyncPeriod    time.Duration // forced full sync (drift check)
+	MinSyncPeriod time.Duration // rate limit between syncs
+	ClusterCIDRs  []netip.Prefix
+	MasqueradeAll bool
+	MasqueradeBit int
+	ExcludeCIDRs  []netip.Prefix
+	// IPv6Capable says the kernel has IPv6, so the KUBE-6- ipsets are
+	// created as upstream does. IPv6 Services are not programmed yet.
+	IPv6Capable bool
+}
+
+func (c *Config) excluded(a netip.Addr) bool {
+	for _, p := range c.ExcludeCIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

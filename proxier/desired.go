@@ -1,0 +1,213 @@
+package proxier
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// defaultStickyTimeout is the ClientIP affinity timeout when the Service sets none.
+const defaultStickyTimeout = 10800
+
+// ServicePortName names one port of one Service, as in kube-proxy's logs.
+type ServicePortName struct {
+	types.NamespacedName
+	Port     string
+	Protocol v1.Protocol
+}
+
+func (n ServicePortName) String() string {
+	return fmt.Sprintf("%s:%s/%s", n.NamespacedName, n.Port, n.Protocol)
+}
+
+// serviceState is the kernel state one Service asks for. It is plain data,
+// computed from API objects alone, so it can be compared and tested directly.
+type serviceState struct {
+	virtualServers []virtualServerState
+	addresses      []netip.Addr // bound to the dummy link
+	entries        []setEntry
+}
+
+type virtualServerState struct {
+	vs   ipvs.VirtualServer
+	real []ipvs.RealServer
+}
+
+type setEntry struct {
+	set   string
+	entry ipset.Entry
+}
+
+func (e setEntry) String() string { return e.set + " " + e.entry.String() }
+
+// endpoint is one address:port of a Service port, merged over all its slices.
+type endpoint struct {
+	addr        netip.Addr
+	port        uint16
+	ready       bool
+	serving     bool
+	terminating bool
+	local       bool // on this node
+}
+
+// desiredState computes what svc needs in the kernel given its slices. The
+// second result lists what was skipped and why (bad input never stops the
+// rest of the Service from being programmed).
+func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config) (serviceState, []string) {
+	var st serviceState
+	var problems []string
+	if svc == nil || !programsClusterIP(svc) {
+		return st, nil
+	}
+	clusterIP, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil || !clusterIP.Is4() {
+		return st, []string{fmt.Sprintf("cluster IP %q is not an IPv4 address; service skipped", svc.Spec.ClusterIP)}
+	}
+	var scheduled bool
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		proto := ipvs.Protocol(sp.Protocol)
+		if proto.Number() == 0 {
+			problems = append(problems, fmt.Sprintf("port %q: unknown protocol %q; port skipped", sp.Name, sp.Protocol))
+			continue
+		}
+		if sp.Port <= 0 || sp.Port > 65535 {
+			problems = append(problems, fmt.Sprintf("port %q: invalid port %d; port skipped", sp.Name, sp.Port))
+			continue
+		}
+		eps, epProblems := endpointsFor(sp, slices, cfg.NodeName)
+		problems = append(problems, epProblems...)
+
+		vs := ipvs.VirtualServer{
+			Key:       ipvs.Key{Address: clusterIP, Protocol: proto, Port: uint16(sp.Port)},
+			Scheduler: cfg.Scheduler,
+		}
+		if cfg.Scheduler == "mh" {
+			vs.Flags |= ipvs.FlagSourceHash | ipvs.FlagSourceHashPt
+		}
+		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+			vs.Flags |= ipvs.FlagPersistent
+			vs.Timeout = defaultStickyTimeout
+			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+				vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
+			}
+		}
+		vss := virtualServerState{vs: vs}
+		for _, ep := range serving(eps) {
+			vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
+		}
+		st.virtualServers = append(st.virtualServers, vss)
+		scheduled = true
+
+		lower := strings.ToLower(string(proto))
+		st.entries = append(st.entries, setEntry{setClusterIP, ipset.Entry{IP: clusterIP, Protocol: lower, Port: uint16(sp.Port)}})
+		for _, ep := range eps {
+			if ep.local {
+				st.entries = append(st.entries, setEntry{setLoopBack, ipset.Entry{IP: ep.addr, Protocol: lower, Port: ep.port, IP2: ep.addr}})
+			}
+		}
+	}
+	if scheduled {
+		st.addresses = []netip.Addr{clusterIP}
+		st.entries = append(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: clusterIP}})
+	}
+	return st, problems
+}
+
+// programsClusterIP says whether svc has a virtual IP to program at all.
+func programsClusterIP(svc *v1.Service) bool {
+	if svc.Spec.Type == v1.ServiceTypeExternalName {
+		return false
+	}
+	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone
+}
+
+// endpointsFor collects the endpoints of one Service port over all slices,
+// which must be sorted by name.
+func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string) ([]endpoint, []string) {
+	var problems []string
+	byID := map[netip.AddrPort]*endpoint{}
+	for _, slice := range slices {
+		if slice.AddressType != discovery.AddressTypeIPv4 {
+			continue
+		}
+		for _, p := range slice.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			proto := v1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			if name != sp.Name || proto != sp.Protocol {
+				continue
+			}
+			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
+				problems = append(problems, fmt.Sprintf("endpointslice %s port %q: invalid port; port skipped", slice.Name, name))
+				continue
+			}
+			for i := range slice.Endpoints {
+				e := &slice.Endpoints[i]
+				if len(e.Addresses) == 0 {
+					continue
+				}
+				addr, err := netip.ParseAddr(e.Addresses[0])
+				if err != nil || !addr.Is4() {
+					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not IPv4; endpoint skipped", slice.Name, e.Addresses[0]))
+					continue
+				}
+				// A nil condition means "unknown" and is taken as true, as the API documents.
+				ep := &endpoint{
+					addr:        addr,
+					port:        uint16(*p.Port),
+					ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
+					serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
+					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+					local:       e.NodeName != nil && *e.NodeName == nodeName,
+				}
+				// The same address in several listings is one endpoint. As
+				// upstream: the first listing (slices in name order) wins,
+				// unless a later one says the endpoint is on this node.
+				id := netip.AddrPortFrom(addr, ep.port)
+				if _, seen := byID[id]; !seen || ep.local {
+					byID[id] = ep
+				}
+			}
+		}
+	}
+	out := make([]endpoint, 0, len(byID))
+	for _, ep := range byID {
+		out = append(out, *ep)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return netip.AddrPortFrom(out[i].addr, out[i].port).Compare(netip.AddrPortFrom(out[j].addr, out[j].port)) < 0
+	})
+	return out, problems
+}
+
+// serving picks the endpoints that get traffic: the ready ones, or, when
+// none is ready, the ones still serving while terminating.
+func serving(eps []endpoint) []endpoint {
+	var ready, fallback []endpoint
+	for _, ep := range eps {
+		switch {
+		case ep.ready:
+			ready = append(ready, ep)
+		case ep.serving && ep.terminating:
+			fallback = append(fallback, ep)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return fallback
+}

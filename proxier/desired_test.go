@@ -1,0 +1,217 @@
+package proxier
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func svc(ip string, ports ...v1.ServicePort) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: ip, Ports: ports}}
+}
+
+func port(name string, proto v1.Protocol, p int32) v1.ServicePort {
+	return v1.ServicePort{Name: name, Protocol: proto, Port: p}
+}
+
+type ep struct {
+	ip                          string
+	ready, serving, terminating *bool
+	node                        string
+}
+
+func slice(name string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
+	s := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		Labels: map[string]string{discovery.LabelServiceName: "s"}}, AddressType: discovery.AddressTypeIPv4, Ports: ports}
+	for _, e := range eps {
+		d := discovery.Endpoint{Addresses: []string{e.ip}, Conditions: discovery.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
+		if e.node != "" {
+			d.NodeName = ptr.To(e.node)
+		}
+		s.Endpoints = append(s.Endpoints, d)
+	}
+	return s
+}
+
+func sport(name string, proto v1.Protocol, p int32) discovery.EndpointPort {
+	return discovery.EndpointPort{Name: ptr.To(name), Protocol: ptr.To(proto), Port: ptr.To(p)}
+}
+
+var yes, no = ptr.To(true), ptr.To(false)
+
+// render prints a serviceState in a stable, readable form.
+func render(st serviceState) string {
+	var lines []string
+	for _, v := range st.virtualServers {
+		l := fmt.Sprintf("vs %s %s", v.vs.Key, v.vs.Scheduler)
+		if v.vs.Flags != 0 {
+			l += fmt.Sprintf(" flags=%#x timeout=%d", v.vs.Flags, v.vs.Timeout)
+		}
+		lines = append(lines, l)
+		for _, r := range v.real {
+			lines = append(lines, fmt.Sprintf("  rs %s w=%d", r.ID(), r.Weight))
+		}
+	}
+	for _, a := range st.addresses {
+		lines = append(lines, "addr "+a.String())
+	}
+	var entries []string
+	for _, e := range st.entries {
+		entries = append(entries, "set "+e.String())
+	}
+	slices.Sort(entries)
+	return strings.Join(append(lines, entries...), "\n")
+}
+
+func TestDesiredState(t *testing.T) {
+	cfg := &Config{NodeName: "me", Scheduler: "rr"}
+	tcp, udp := v1.ProtocolTCP, v1.ProtocolUDP
+	affinity := svc("10.96.0.20", port("", tcp, 80))
+	affinity.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	shortAffinity := svc("10.96.0.21", port("", tcp, 80))
+	shortAffinity.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	shortAffinity.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+	external := svc("", port("", tcp, 80))
+	external.Spec.Type = v1.ServiceTypeExternalName
+
+	cases := []struct {
+		name     string
+		svc      *v1.Service
+		slices   []*discovery.EndpointSlice
+		want     string
+		problems int
+	}{
+		{
+			name: "ready endpoints on two ports, local ones hairpinned",
+			svc:  svc("10.96.0.10", port("http", tcp, 80), port("dns", udp, 53)),
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("http", tcp, 8080), sport("dns", udp, 5353)},
+				ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"})},
+			want: `vs 10.96.0.10:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.2:8080 w=1
+vs 10.96.0.10:53/UDP rr
+  rs 10.244.0.1:5353 w=1
+  rs 10.244.0.2:5353 w=1
+addr 10.96.0.10
+set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+set KUBE-CLUSTER-IP 10.96.0.10,udp:53
+set KUBE-IPVS-IPS 10.96.0.10
+set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
+set KUBE-LOOP-BACK 10.244.0.1,udp:5353,10.244.0.1`,
+		},
+		{
+			name: "not ready skipped, nil conditions ready, first listing wins unless a later one is local, unmatched port ignored",
+			svc:  svc("10.96.0.10", port("http", tcp, 80)),
+			slices: []*discovery.EndpointSlice{
+				slice("a", []discovery.EndpointPort{sport("http", tcp, 8080), sport("other", tcp, 9999)},
+					ep{ip: "10.244.0.1"}, ep{ip: "10.244.0.2", ready: no}, ep{ip: "10.244.0.3", ready: no}, ep{ip: "10.244.0.4", ready: no}),
+				slice("b", []discovery.EndpointPort{sport("http", tcp, 8080)},
+					ep{ip: "10.244.0.1", ready: no}, ep{ip: "10.244.0.3", ready: yes}, ep{ip: "10.244.0.4", ready: yes, node: "me"}),
+			},
+			want: `vs 10.96.0.10:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.4:8080 w=1
+addr 10.96.0.10
+set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+set KUBE-IPVS-IPS 10.96.0.10
+set KUBE-LOOP-BACK 10.244.0.4,tcp:8080,10.244.0.4`,
+		},
+		{
+			name: "only terminating endpoints: serving ones are the fallback",
+			svc:  svc("10.96.0.10", port("", tcp, 80)),
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.1", ready: no, serving: yes, terminating: yes},
+				ep{ip: "10.244.0.2", ready: no, serving: no, terminating: yes})},
+			want: `vs 10.96.0.10:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+addr 10.96.0.10
+set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+set KUBE-IPVS-IPS 10.96.0.10`,
+		},
+		{
+			name: "ClientIP affinity: persistence with the default timeout",
+			svc:  affinity,
+			want: `vs 10.96.0.20:80/TCP rr flags=0x1 timeout=10800
+addr 10.96.0.20
+set KUBE-CLUSTER-IP 10.96.0.20,tcp:80
+set KUBE-IPVS-IPS 10.96.0.20`,
+		},
+		{
+			name: "ClientIP affinity with its own timeout",
+			svc:  shortAffinity,
+			want: `vs 10.96.0.21:80/TCP rr flags=0x1 timeout=60
+addr 10.96.0.21
+set KUBE-CLUSTER-IP 10.96.0.21,tcp:80
+set KUBE-IPVS-IPS 10.96.0.21`,
+		},
+		{name: "headless programs nothing", svc: svc("None", port("", tcp, 80))},
+		{name: "ExternalName programs nothing", svc: external},
+		{name: "deleted service programs nothing"},
+		{name: "IPv6 cluster IP skipped with a problem", svc: svc("fd00::10", port("", tcp, 80)), problems: 1},
+		{
+			name: "bad ports skipped, good one kept",
+			svc:  svc("10.96.0.10", port("a", tcp, 0), port("b", "ICMP", 80), port("c", udp, 53)),
+			want: `vs 10.96.0.10:53/UDP rr
+addr 10.96.0.10
+set KUBE-CLUSTER-IP 10.96.0.10,udp:53
+set KUBE-IPVS-IPS 10.96.0.10`,
+			problems: 2,
+		},
+		{
+			name: "wrong-family and IPv6 slices ignored",
+			svc:  svc("10.96.0.10", port("", tcp, 80)),
+			slices: []*discovery.EndpointSlice{
+				func() *discovery.EndpointSlice {
+					s := slice("v6", []discovery.EndpointPort{sport("", tcp, 8080)}, ep{ip: "fd00::1"})
+					s.AddressType = discovery.AddressTypeIPv6
+					return s
+				}(),
+				slice("v4", []discovery.EndpointPort{sport("", tcp, 8080)}, ep{ip: "fd00::2"}, ep{ip: "10.244.0.9"}),
+			},
+			want: `vs 10.96.0.10:80/TCP rr
+  rs 10.244.0.9:8080 w=1
+addr 10.96.0.10
+set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+set KUBE-IPVS-IPS 10.96.0.10`,
+			problems: 1,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, problems := desiredState(c.svc, c.slices, cfg)
+			if got := render(st); got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+			if len(problems) != c.problems {
+				t.Errorf("problems %q, want %d", problems, c.problems)
+			}
+		})
+	}
+}
+
+func TestDesiredStateMaglevFlags(t *testing.T) {
+	st, _ := desiredState(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), nil, &Config{Scheduler: "mh"})
+	vs := st.virtualServers[0].vs
+	if vs.Scheduler != "mh" || vs.Flags != 0x30 {
+		t.Fatalf("mh virtual server %+v, want scheduler mh with sh-fallback|sh-port flags", vs)
+	}
+}
+
+func TestIPv6SetNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"KUBE-CLUSTER-IP":                "KUBE-6-CLUSTER-IP",
+		"KUBE-LOAD-BALANCER-SOURCE-CIDR": "KUBE-6-LOAD-BALANCER-SOURCE-CID",
+		"KUBE-NODE-PORT-LOCAL-SCTP-HASH": "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS",
+	} {
+		if got := ipv6SetName(in); got != want {
+			t.Errorf("ipv6SetName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package proxier
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+)
+
+// jumpRule is one rule in a built-in chain that hands packets to our chains.
+type jumpRule struct {
+	table, chain string
+	rule         []string
+}
+
+func comment(c string) []string { return []string{"-m", "comment", "--comment", c} }
+
+// jumpRules are listed in the order they appear in their chains, as
+// upstream kube-proxy leaves them.
+func jumpRules() []jumpRule {
+	j := func(table, chain, c, target string) jumpRule {
+		return jumpRule{table, chain, append(comment(c), "-j", target)}
+	}
+	return []jumpRule{
+		j("nat", "PREROUTING", "kubernetes service portals", "KUBE-SERVICES"),
+		j("nat", "OUTPUT", "kubernetes service portals", "KUBE-SERVICES"),
+		j("nat", "POSTROUTING", "kubernetes postrouting rules", "KUBE-POSTROUTING"),
+		j("filter", "INPUT", "kubernetes ipvs access filter", "KUBE-IPVS-FILTER"),
+		j("filter", "INPUT", "kube-proxy firewall rules", "KUBE-PROXY-FIREWALL"),
+		j("filter", "INPUT", "kubernetes health check rules", "KUBE-NODE-PORT"),
+		j("filter", "FORWARD", "kube-proxy firewall rules", "KUBE-PROXY-FIREWALL"),
+		j("filter", "FORWARD", "kubernetes forwarding rules", "KUBE-FORWARD"),
+		j("filter", "OUTPUT", "kubernetes ipvs access filter", "KUBE-IPVS-OUT-FILTER"),
+	}
+}
+
+// gluePayload renders our chains for iptables-restore, rule for rule as
+// upstream kube-proxy writes them for ClusterIP Services. They depend only on
+// configuration: per-Service matching happens in the ipsets, so a Service
+// change never rewrites iptables.
+func gluePayload(cfg *Config) []byte {
+	mark := fmt.Sprintf("%#x", 1<<cfg.MasqueradeBit)
+	markMask := mark + "/" + mark
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	const masqComment = `-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose"`
+	w("*nat")
+	for _, c := range []string{"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER"} {
+		w(":%s - [0:0]", c)
+	}
+	w("-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ")
+	w("-A KUBE-MARK-MASQ -j MARK --or-mark %s", mark)
+	w(`-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set %s dst,dst,src -j MASQUERADE`, setLoopBack)
+	w("-A KUBE-POSTROUTING -m mark ! --mark %s -j RETURN", markMask)
+	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
+	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
+	// Node-local clients reach services from loopback; leave them to the kernel.
+	w("-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN")
+	var clusterCIDRs []string
+	for _, cidr := range cfg.ClusterCIDRs {
+		if cidr.Addr().Is4() {
+			clusterCIDRs = append(clusterCIDRs, cidr.String())
+		}
+	}
+	switch {
+	case cfg.MasqueradeAll:
+		w("-A KUBE-SERVICES %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
+	case len(clusterCIDRs) > 0:
+		for _, cidr := range clusterCIDRs {
+			w("-A KUBE-SERVICES ! -s %s %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", cidr, masqComment, setClusterIP)
+		}
+	default:
+		// Without a pod CIDR, only replies from a service address are masqueraded (upstream's rule).
+		w("-A KUBE-SERVICES %s -m set --match-set %s src,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
+	}
+	w("-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT")
+	w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", setClusterIP)
+	w("COMMIT")
+	w("*filter")
+	for _, c := range []string{"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"} {
+		w(":%s - [0:0]", c)
+	}
+	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s -j ACCEPT`, markMask)
+	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
+	for _, s := range []string{setLoadBalancer, setClusterIP, setExternalIP, setExternalIPLocal} {
+		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", s)
+	}
+	w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", setHealthCheckNodePort)
+	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with icmp-port-unreachable", setIPVSIPs)
+	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, setHealthCheckNodePort)
+	w("-A KUBE-SOURCE-RANGES-FIREWALL -j DROP")
+	w("COMMIT")
+	return b.Bytes()
+}
+
+// writeGlue ensures the jumps and rewrites our chains atomically.
+func writeGlue(ipt iptables.Interface, cfg *Config) error {
+	// Chains must exist before a jump to them can be inserted.
+	if err := ipt.Restore(gluePayload(cfg)); err != nil {
+		return err
+	}
+	// Each missing jump is inserted at the top, so walk the list backwards
+	// to end with upstream's order.
+	rules := jumpRules()
+	for i := len(rules) - 1; i >= 0; i-- {
+		j := rules[i]
+		if err := ipt.EnsureRule(j.table, j.chain, j.rule...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,401 @@
+package proxier
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// owners maps each desired kernel object to the Services that want it. Most
+// objects have one owner; a shared one (an address or ipset entry two
+// Services need) stays until its last owner lets go. When owners disagree on
+// a value, the alphabetically first Service wins, so the result is stable.
+type owners[K comparable, V any] map[K]map[types.NamespacedName]V
+
+func (o owners[K, V]) add(k K, owner types.NamespacedName, v V) {
+	m := o[k]
+	if m == nil {
+		m = map[types.NamespacedName]V{}
+		o[k] = m
+	}
+	m[owner] = v
+}
+
+func (o owners[K, V]) remove(k K, owner types.NamespacedName) {
+	if m := o[k]; m != nil {
+		delete(m, owner)
+		if len(m) == 0 {
+			delete(o, k)
+		}
+	}
+}
+
+func (o owners[K, V]) get(k K) (V, bool) {
+	var zero V
+	m := o[k]
+	if len(m) == 0 {
+		return zero, false
+	}
+	if len(m) == 1 {
+		for _, v := range m {
+			return v, true
+		}
+	}
+	names := make([]types.NamespacedName, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	return m[names[0]], true
+}
+
+// reconciler keeps the kernel equal to the desired state. It remembers what
+// it believes the kernel holds, so that a change to one Service is applied by
+// comparing only that Service's objects, with no kernel dump; refresh re-reads
+// the kernel for the periodic drift check. Both paths end in apply, which
+// handles only the keys marked dirty.
+type reconciler struct {
+	ipvs  ipvs.Interface
+	addrs dummyiface.Interface
+	sets  ipset.Interface
+	// setNames are the ipsets whose entries are ours to manage.
+	setNames []string
+	// excluded protects virtual servers that are not ours (--ipvs-exclude-cidrs).
+	excluded func(netip.Addr) bool
+
+	byService map[types.NamespacedName]serviceState
+
+	wantVS    owners[ipvs.Key, virtualServerState]
+	wantAddr  owners[netip.Addr, struct{}]
+	wantEntry owners[setEntry, struct{}]
+
+	haveVS    map[ipvs.Key]ipvs.VirtualServer
+	haveRS    map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer
+	haveAddr  map[netip.Addr]bool
+	haveEntry map[setEntry]bool
+
+	dirtyVS    map[ipvs.Key]bool
+	dirtyAddr  map[netip.Addr]bool
+	dirtyEntry map[setEntry]bool
+
+	// draining holds removed TCP real servers kept at weight 0 until their
+	// connections end (graceful termination).
+	draining map[ipvs.Key]map[netip.AddrPort]bool
+
+	// ops counts kernel writes, for logs and tests.
+	ops int
+}
+
+func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, setNames []string, excluded func(netip.Addr) bool) *reconciler {
+	return &reconciler{
+		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
+		byService:  map[types.NamespacedName]serviceState{},
+		wantVS:     owners[ipvs.Key, virtualServerState]{},
+		wantAddr:   owners[netip.Addr, struct{}]{},
+		wantEntry:  owners[setEntry, struct{}]{},
+		haveVS:     map[ipvs.Key]ipvs.VirtualServer{},
+		haveRS:     map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer{},
+		haveAddr:   map[netip.Addr]bool{},
+		haveEntry:  map[setEntry]bool{},
+		dirtyVS:    map[ipvs.Key]bool{},
+		dirtyAddr:  map[netip.Addr]bool{},
+		dirtyEntry: map[setEntry]bool{},
+		draining:   map[ipvs.Key]map[netip.AddrPort]bool{},
+	}
+}
+
+// setService replaces what one Service wants and marks its objects dirty.
+func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
+	old := r.byService[name]
+	for _, v := range old.virtualServers {
+		r.wantVS.remove(v.vs.Key, name)
+		r.dirtyVS[v.vs.Key] = true
+	}
+	for _, a := range old.addresses {
+		r.wantAddr.remove(a, name)
+		r.dirtyAddr[a] = true
+	}
+	for _, e := range old.entries {
+		r.wantEntry.remove(e, name)
+		r.dirtyEntry[e] = true
+	}
+	for _, v := range st.virtualServers {
+		r.wantVS.add(v.vs.Key, name, v)
+		r.dirtyVS[v.vs.Key] = true
+	}
+	for _, a := range st.addresses {
+		r.wantAddr.add(a, name, struct{}{})
+		r.dirtyAddr[a] = true
+	}
+	for _, e := range st.entries {
+		r.wantEntry.add(e, name, struct{}{})
+		r.dirtyEntry[e] = true
+	}
+	if len(st.virtualServers) == 0 && len(st.addresses) == 0 && len(st.entries) == 0 {
+		delete(r.byService, name)
+	} else {
+		r.byService[name] = st
+	}
+}
+
+// refresh re-reads the kernel into the believed state and marks everything,
+// desired or present, dirty, so the next apply repairs any drift.
+func (r *reconciler) refresh() error {
+	list, err := r.ipvs.VirtualServers()
+	if err != nil {
+		return err
+	}
+	haveVS := map[ipvs.Key]ipvs.VirtualServer{}
+	haveRS := map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer{}
+	for _, vs := range list {
+		if !vs.Address.Is4() {
+			continue
+		}
+		if _, wanted := r.wantVS[vs.Key]; !wanted && r.excluded(vs.Address) {
+			continue
+		}
+		reals, err := r.ipvs.RealServers(vs.Key)
+		if err != nil {
+			return err
+		}
+		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
+		for _, rs := range reals {
+			m[rs.ID()] = rs
+		}
+		haveVS[vs.Key], haveRS[vs.Key] = vs, m
+	}
+	addrs, err := r.addrs.Addresses()
+	if err != nil {
+		return err
+	}
+	haveAddr := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if a.Is4() {
+			haveAddr[a] = true
+		}
+	}
+	haveEntry := map[setEntry]bool{}
+	for _, name := range r.setNames {
+		entries, err := r.sets.Entries(name)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			haveEntry[setEntry{name, e}] = true
+		}
+	}
+	r.haveVS, r.haveRS, r.haveAddr, r.haveEntry = haveVS, haveRS, haveAddr, haveEntry
+	for k := range haveVS {
+		r.dirtyVS[k] = true
+	}
+	for k := range r.wantVS {
+		r.dirtyVS[k] = true
+	}
+	for a := range haveAddr {
+		r.dirtyAddr[a] = true
+	}
+	for a := range r.wantAddr {
+		r.dirtyAddr[a] = true
+	}
+	for e := range haveEntry {
+		r.dirtyEntry[e] = true
+	}
+	for e := range r.wantEntry {
+		r.dirtyEntry[e] = true
+	}
+	return nil
+}
+
+// apply makes the kernel match the desired state for every dirty key.
+// Additions go first so new Services answer as early as possible. A key whose
+// kernel write fails stays dirty and is retried by the next apply.
+func (r *reconciler) apply() []error {
+	var errs []error
+	fail := func(err error) bool {
+		if err != nil {
+			errs = append(errs, err)
+			return true
+		}
+		r.ops++
+		return false
+	}
+	retryAddr := map[netip.Addr]bool{}
+	retryEntry := map[setEntry]bool{}
+	for a := range r.dirtyAddr {
+		if _, want := r.wantAddr.get(a); want && !r.haveAddr[a] {
+			if fail(r.addrs.AddAddress(a)) {
+				retryAddr[a] = true
+				continue
+			}
+			r.haveAddr[a] = true
+		}
+	}
+	for e := range r.dirtyEntry {
+		if _, want := r.wantEntry.get(e); want && !r.haveEntry[e] {
+			if fail(r.sets.AddEntry(e.set, e.entry)) {
+				retryEntry[e] = true
+				continue
+			}
+			r.haveEntry[e] = true
+		}
+	}
+	for k := range r.dirtyVS {
+		if err := r.syncVirtualServer(k, &r.ops); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(r.dirtyVS, k)
+	}
+	for a := range r.dirtyAddr {
+		if _, want := r.wantAddr.get(a); !want && r.haveAddr[a] {
+			if fail(r.addrs.DeleteAddress(a)) {
+				continue
+			}
+			delete(r.haveAddr, a)
+		}
+		if !retryAddr[a] {
+			delete(r.dirtyAddr, a)
+		}
+	}
+	for e := range r.dirtyEntry {
+		if _, want := r.wantEntry.get(e); !want && r.haveEntry[e] {
+			if fail(r.sets.DeleteEntry(e.set, e.entry)) {
+				continue
+			}
+			delete(r.haveEntry, e)
+		}
+		if !retryEntry[e] {
+			delete(r.dirtyEntry, e)
+		}
+	}
+	return errs
+}
+
+// syncVirtualServer makes one virtual server and its real servers match.
+func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
+	want, wanted := r.wantVS.get(k)
+	have, exists := r.haveVS[k]
+	if !wanted {
+		if exists {
+			if err := r.ipvs.DeleteVirtualServer(k); err != nil {
+				return err
+			}
+			*ops++
+			delete(r.haveVS, k)
+			delete(r.haveRS, k)
+			delete(r.draining, k)
+		}
+		return nil
+	}
+	if !exists {
+		if err := r.ipvs.AddVirtualServer(want.vs); err != nil {
+			return err
+		}
+		*ops++
+		r.haveVS[k] = want.vs
+		r.haveRS[k] = map[netip.AddrPort]ipvs.RealServer{}
+	} else if have != want.vs {
+		if err := r.ipvs.UpdateVirtualServer(want.vs); err != nil {
+			return err
+		}
+		*ops++
+		r.haveVS[k] = want.vs
+	}
+	haveRS := r.haveRS[k]
+	wantedRS := make(map[netip.AddrPort]bool, len(want.real))
+	for _, rs := range want.real {
+		id := rs.ID()
+		wantedRS[id] = true
+		cur, ok := haveRS[id]
+		switch {
+		case !ok:
+			if err := r.ipvs.AddRealServer(k, rs); err != nil {
+				return err
+			}
+			*ops++
+			haveRS[id] = rs
+		case cur.Weight != rs.Weight:
+			if err := r.ipvs.UpdateRealServer(k, rs); err != nil {
+				return err
+			}
+			*ops++
+			cur.Weight = rs.Weight
+			haveRS[id] = cur
+		}
+		if d := r.draining[k]; d != nil {
+			delete(d, id)
+		}
+	}
+	for id, cur := range haveRS {
+		if wantedRS[id] {
+			continue
+		}
+		if k.Protocol != ipvs.TCP {
+			// Datagram protocols have no connection end to wait for.
+			if err := r.ipvs.DeleteRealServer(k, id); err != nil {
+				return err
+			}
+			*ops++
+			delete(haveRS, id)
+			continue
+		}
+		if cur.Weight != 0 {
+			cur.Weight = 0
+			if err := r.ipvs.UpdateRealServer(k, cur); err != nil {
+				return err
+			}
+			*ops++
+			haveRS[id] = cur
+		}
+		if r.draining[k] == nil {
+			r.draining[k] = map[netip.AddrPort]bool{}
+		}
+		r.draining[k][id] = true
+	}
+	return nil
+}
+
+// drain deletes weight-0 real servers whose connections have ended. It reads
+// counters only for virtual servers that have such real servers.
+func (r *reconciler) drain() []error {
+	var errs []error
+	for k, ids := range r.draining {
+		reals, err := r.ipvs.RealServers(k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		byID := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
+		for _, rs := range reals {
+			byID[rs.ID()] = rs
+		}
+		for id := range ids {
+			rs, ok := byID[id]
+			if !ok {
+				delete(ids, id)
+				delete(r.haveRS[k], id)
+				continue
+			}
+			if rs.ActiveConns+rs.InactiveConns > 0 {
+				continue
+			}
+			if err := r.ipvs.DeleteRealServer(k, id); err != nil {
+				errs = append(errs, fmt.Errorf("drain: %w", err))
+				continue
+			}
+			r.ops++
+			delete(ids, id)
+			delete(r.haveRS[k], id)
+		}
+		if len(ids) == 0 {
+			delete(r.draining, k)
+		}
+	}
+	return errs
+}

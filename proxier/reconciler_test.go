@@ -1,0 +1,235 @@
+package proxier
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+type fakeKernel struct {
+	ipvs  *ipvs.Fake
+	links *dummyiface.Fake
+	sets  *ipset.Fake
+}
+
+func newFakeKernel(t *testing.T) fakeKernel {
+	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	_ = k.links.EnsureLink()
+	for _, s := range ipv4Sets {
+		if err := k.sets.EnsureSet(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k
+}
+
+func (k fakeKernel) reconciler() *reconciler {
+	names := make([]string, len(ipv4Sets))
+	for i, s := range ipv4Sets {
+		names[i] = s.Name
+	}
+	return newReconciler(k.ipvs, k.links, k.sets, names, func(a netip.Addr) bool {
+		return netip.MustParsePrefix("10.0.0.0/24").Contains(a)
+	})
+}
+
+// ops returns every kernel write since the last call, sorted.
+func (k fakeKernel) ops() []string {
+	all := append(append(k.ipvs.TakeOps(), k.links.TakeOps()...), k.sets.TakeOps()...)
+	slices.Sort(all)
+	return all
+}
+
+func name(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
+
+func state(vip string, port uint16, reals ...string) serviceState {
+	a := netip.MustParseAddr(vip)
+	v := virtualServerState{vs: ipvs.VirtualServer{Key: ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: port}, Scheduler: "rr"}}
+	for _, r := range reals {
+		ap := netip.MustParseAddrPort(r)
+		v.real = append(v.real, ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1})
+	}
+	return serviceState{
+		virtualServers: []virtualServerState{v},
+		addresses:      []netip.Addr{a},
+		entries: []setEntry{
+			{setClusterIP, ipset.Entry{IP: a, Protocol: "tcp", Port: port}},
+			{setIPVSIPs, ipset.Entry{IP: a}},
+		},
+	}
+}
+
+func mustApply(t *testing.T, r *reconciler) {
+	t.Helper()
+	if errs := r.apply(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+func expectOps(t *testing.T, k fakeKernel, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	if got := k.ops(); !slices.Equal(got, want) {
+		t.Errorf("kernel ops:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustApply(t, r)
+	if len(k.ops()) != 10 {
+		t.Fatal("expected two services' worth of writes")
+	}
+
+	// One endpoint added to b: exactly one kernel write.
+	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080", "10.244.0.3:8080"))
+	mustApply(t, r)
+	expectOps(t, k, "add-rs 10.96.0.2:80/TCP 10.244.0.3:8080")
+
+	// Recomputing a Service that did not change writes nothing.
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	expectOps(t, k)
+
+	// Deleting a removes its virtual server, address and entries, nothing of b.
+	r.setService(name("a"), serviceState{})
+	mustApply(t, r)
+	expectOps(t, k, "delete-vs 10.96.0.1:80/TCP", "delete-addr 10.96.0.1",
+		"delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1")
+	if got := k.ipvs.Dump(); got != "-A 10.96.0.2:80/TCP -s rr\n-a 10.96.0.2:80/TCP -r 10.244.0.2:8080 -w 1\n-a 10.96.0.2:80/TCP -r 10.244.0.3:8080 -w 1" {
+		t.Errorf("ipvs table:\n%s", got)
+	}
+}
+
+func TestReconcilerRestartAdoptsKernelWithoutWrites(t *testing.T) {
+	k := newFakeKernel(t)
+	first := k.reconciler()
+	first.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	mustApply(t, first)
+	k.ops()
+
+	// A new process knows nothing; its first sync is a full one.
+	second := k.reconciler()
+	second.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	if err := second.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, second)
+	expectOps(t, k)
+}
+
+func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	k.ops()
+
+	a := netip.MustParseAddr("10.96.0.1")
+	_ = k.ipvs.DeleteVirtualServer(ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: 80})
+	_ = k.links.DeleteAddress(a)
+	stray := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.96.9.9"), Protocol: ipvs.UDP, Port: 53}, Scheduler: "rr"}
+	protected := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.0.5"), Protocol: ipvs.TCP, Port: 22}, Scheduler: "rr"}
+	_ = k.ipvs.AddVirtualServer(stray)
+	_ = k.ipvs.AddVirtualServer(protected)
+	_ = k.sets.AddEntry(setClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
+	k.ops()
+
+	// An incremental apply trusts its picture of the kernel and sees nothing to do.
+	mustApply(t, r)
+	expectOps(t, k)
+
+	// The periodic full sync re-reads the kernel and repairs everything,
+	// leaving the excluded range alone.
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	expectOps(t, k,
+		"add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "add-addr 10.96.0.1",
+		"delete-vs 10.96.9.9:53/UDP", "delete-entry KUBE-CLUSTER-IP 10.96.9.9,udp:53")
+}
+
+func TestReconcilerRetriesFailedWrites(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	k.ipvs.FailNext = "add-rs"
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	if errs := r.apply(); len(errs) != 1 {
+		t.Fatalf("errors %v, want the injected one", errs)
+	}
+	k.ops()
+	mustApply(t, r)
+	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+}
+
+func TestReconcilerSharedObjectsStayUntilLastOwnerLeaves(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	loop := setEntry{setLoopBack, ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}}
+	a, b := state("10.96.0.1", 80), state("10.96.0.2", 80)
+	a.entries = append(a.entries, loop)
+	b.entries = append(b.entries, loop)
+	r.setService(name("a"), a)
+	r.setService(name("b"), b)
+	mustApply(t, r)
+	k.ops()
+	r.setService(name("a"), serviceState{})
+	mustApply(t, r)
+	for _, op := range k.ops() {
+		if strings.Contains(op, "KUBE-LOOP-BACK") {
+			t.Fatalf("shared entry touched while b still wants it: %s", op)
+		}
+	}
+	r.setService(name("b"), serviceState{})
+	mustApply(t, r)
+	if !slices.Contains(k.ops(), "delete-entry KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1") {
+		t.Fatal("shared entry not removed with its last owner")
+	}
+}
+
+func TestReconcilerGracefulTermination(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	mustApply(t, r)
+	k.ops()
+
+	// A removed TCP real server is quiesced, not deleted.
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.2:8080 weight=0")
+
+	// It stays while it has connections, and goes once they end.
+	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	gone := netip.MustParseAddrPort("10.244.0.2:8080")
+	k.ipvs.SetConnections(key, gone, 1, 3)
+	if errs := r.drain(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	expectOps(t, k)
+	k.ipvs.SetConnections(key, gone, 0, 0)
+	if errs := r.drain(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
+
+	// A quiesced server that comes back gets its weight back.
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	r.setService(name("a"), state("10.96.0.1", 80))
+	mustApply(t, r)
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
+}

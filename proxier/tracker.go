@@ -1,0 +1,241 @@
+package proxier
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// serviceNameLabel links an EndpointSlice to its Service.
+const serviceNameLabel = discovery.LabelServiceName
+
+// triggerTimeAnnotation is when the endpoints controller saw the change that
+// produced a slice; network programming latency is measured from it.
+const triggerTimeAnnotation = v1.EndpointsLastChangeTriggerTime
+
+// changeTracker holds the latest Service and EndpointSlice objects, indexed by
+// Service, and the set of Services changed since the last sync. Many updates
+// to one Service between syncs cost one re-computation; an update that
+// changes nothing the proxier uses is dropped.
+type changeTracker struct {
+	mu       sync.Mutex
+	services map[types.NamespacedName]*v1.Service
+	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	pending  map[types.NamespacedName]*pendingChange
+
+	servicesSynced, slicesSynced bool
+	// onChange is called (outside the lock) after a change is queued.
+	onChange func()
+}
+
+// pendingChange is what is known about one changed Service.
+type pendingChange struct {
+	queued       time.Time
+	serviceEdits int
+	sliceEdits   int
+	triggerTimes []time.Time // from the slices' last-change-trigger-time
+}
+
+func newChangeTracker(onChange func()) *changeTracker {
+	return &changeTracker{
+		services: map[types.NamespacedName]*v1.Service{},
+		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		pending:  map[types.NamespacedName]*pendingChange{},
+		onChange: onChange,
+	}
+}
+
+func (t *changeTracker) markLocked(name types.NamespacedName) *pendingChange {
+	p := t.pending[name]
+	if p == nil {
+		p = &pendingChange{queued: time.Now()}
+		t.pending[name] = p
+	}
+	return p
+}
+
+func (t *changeTracker) notify() {
+	if t.onChange != nil {
+		t.onChange()
+	}
+}
+
+// serviceChanged says whether anything the proxier programs differs.
+func serviceChanged(old, cur *v1.Service) bool {
+	if old == nil || cur == nil {
+		return old != cur
+	}
+	return !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+		!equality.Semantic.DeepEqual(old.Status.LoadBalancer, cur.Status.LoadBalancer)
+}
+
+func (t *changeTracker) setService(name types.NamespacedName, svc *v1.Service) {
+	t.mu.Lock()
+	old := t.services[name]
+	if svc == nil {
+		delete(t.services, name)
+	} else {
+		t.services[name] = svc
+	}
+	changed := serviceChanged(old, svc)
+	if changed {
+		t.markLocked(name).serviceEdits++
+	}
+	t.mu.Unlock()
+	if changed {
+		t.notify()
+	}
+}
+
+func (t *changeTracker) OnServiceAdd(svc *v1.Service) {
+	t.setService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc)
+}
+
+func (t *changeTracker) OnServiceUpdate(_, svc *v1.Service) { t.OnServiceAdd(svc) }
+
+func (t *changeTracker) OnServiceDelete(svc *v1.Service) {
+	t.setService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, nil)
+}
+
+func (t *changeTracker) OnServicesSynced() {
+	t.mu.Lock()
+	t.servicesSynced = true
+	t.mu.Unlock()
+	t.notify()
+}
+
+func sliceOwner(s *discovery.EndpointSlice) (types.NamespacedName, bool) {
+	svc := s.Labels[serviceNameLabel]
+	return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
+}
+
+func sliceChanged(old, cur *discovery.EndpointSlice) bool {
+	if old == nil || cur == nil {
+		return old != cur
+	}
+	return old.AddressType != cur.AddressType ||
+		!equality.Semantic.DeepEqual(old.Endpoints, cur.Endpoints) ||
+		!equality.Semantic.DeepEqual(old.Ports, cur.Ports)
+}
+
+func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice *discovery.EndpointSlice) {
+	t.mu.Lock()
+	byName := t.slices[owner]
+	old := byName[name]
+	if slice == nil {
+		delete(byName, name)
+		if len(byName) == 0 {
+			delete(t.slices, owner)
+		}
+	} else {
+		if byName == nil {
+			byName = map[string]*discovery.EndpointSlice{}
+			t.slices[owner] = byName
+		}
+		byName[name] = slice
+	}
+	changed := sliceChanged(old, slice)
+	if changed {
+		p := t.markLocked(owner)
+		p.sliceEdits++
+		if slice != nil {
+			if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[triggerTimeAnnotation]); err == nil {
+				p.triggerTimes = append(p.triggerTimes, ts)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if changed {
+		t.notify()
+	}
+}
+
+func (t *changeTracker) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
+	if owner, ok := sliceOwner(s); ok {
+		t.setSlice(s.Name, owner, s)
+	}
+}
+
+// OnEndpointSliceUpdate handles a slice whose owner label changed as a move.
+func (t *changeTracker) OnEndpointSliceUpdate(old, cur *discovery.EndpointSlice) {
+	if oldOwner, ok := sliceOwner(old); ok {
+		if curOwner, _ := sliceOwner(cur); curOwner != oldOwner {
+			t.setSlice(old.Name, oldOwner, nil)
+		}
+	}
+	t.OnEndpointSliceAdd(cur)
+}
+
+func (t *changeTracker) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
+	if owner, ok := sliceOwner(s); ok {
+		t.setSlice(s.Name, owner, nil)
+	}
+}
+
+func (t *changeTracker) OnEndpointSlicesSynced() {
+	t.mu.Lock()
+	t.slicesSynced = true
+	t.mu.Unlock()
+	t.notify()
+}
+
+// synced says whether both caches have delivered their initial list.
+func (t *changeTracker) synced() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.servicesSynced && t.slicesSynced
+}
+
+// serviceInput is one Service and its slices as of a sync.
+type serviceInput struct {
+	name    types.NamespacedName
+	service *v1.Service
+	slices  []*discovery.EndpointSlice
+	change  *pendingChange // nil when the Service did not change
+}
+
+// take returns the inputs to sync and clears the pending set: the changed
+// Services, or every known Service when all is true.
+func (t *changeTracker) take(all bool) []serviceInput {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var names map[types.NamespacedName]bool
+	if all {
+		names = make(map[types.NamespacedName]bool, len(t.services)+len(t.pending))
+		for n := range t.services {
+			names[n] = true
+		}
+	} else {
+		names = make(map[types.NamespacedName]bool, len(t.pending))
+	}
+	for n := range t.pending {
+		names[n] = true
+	}
+	out := make([]serviceInput, 0, len(names))
+	for n := range names {
+		in := serviceInput{name: n, service: t.services[n], change: t.pending[n]}
+		for _, s := range t.slices[n] {
+			in.slices = append(in.slices, s)
+		}
+		sort.Slice(in.slices, func(i, j int) bool { return in.slices[i].Name < in.slices[j].Name })
+		out = append(out, in)
+	}
+	t.pending = map[types.NamespacedName]*pendingChange{}
+	return out
+}
+
+// pendingCounts reports queued Service and EndpointSlice edits, for metrics.
+func (t *changeTracker) pendingCounts() (services, slices int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.pending {
+		services += p.serviceEdits
+		slices += p.sliceEdits
+	}
+	return services, slices
+}
