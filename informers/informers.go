@@ -1,0 +1,113 @@
+// Package informers watches the apiserver for what the proxier needs:
+// Services and EndpointSlices (minus those another proxy owns and headless
+// ones) and this node's own Node object, and hands every event to handlers.
+// It knows nothing about the kernel.
+package informers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// LabelSelector is kube-proxy's: Services (and their slices) that name
+// another service proxy, or are headless, are not ours.
+const LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
+
+// ServiceHandler receives Service events.
+type ServiceHandler interface {
+	OnServiceAdd(*v1.Service)
+	OnServiceUpdate(old, cur *v1.Service)
+	OnServiceDelete(*v1.Service)
+	OnServicesSynced()
+}
+
+// EndpointSliceHandler receives EndpointSlice events.
+type EndpointSliceHandler interface {
+	OnEndpointSliceAdd(*discovery.EndpointSlice)
+	OnEndpointSliceUpdate(old, cur *discovery.EndpointSlice)
+	OnEndpointSliceDelete(*discovery.EndpointSlice)
+	OnEndpointSlicesSynced()
+}
+
+// NodeHandler receives events for this node's Node object.
+type NodeHandler interface {
+	OnNodeChange(*v1.Node) // nil when the Node is deleted
+}
+
+// Start runs the informers until ctx is done and calls the Synced handlers
+// once each cache holds its first complete list.
+func Start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration,
+	svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler) error {
+	filtered := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelSelector }))
+	ownNode := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
+		}))
+
+	svcInf := filtered.Core().V1().Services().Informer()
+	if _, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { with(o, svc.OnServiceAdd) },
+		UpdateFunc: func(old, cur any) { with2(old, cur, svc.OnServiceUpdate) },
+		DeleteFunc: func(o any) { with(o, svc.OnServiceDelete) },
+	}); err != nil {
+		return fmt.Errorf("service handler: %w", err)
+	}
+	epsInf := filtered.Discovery().V1().EndpointSlices().Informer()
+	if _, err := epsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { with(o, eps.OnEndpointSliceAdd) },
+		UpdateFunc: func(old, cur any) { with2(old, cur, eps.OnEndpointSliceUpdate) },
+		DeleteFunc: func(o any) { with(o, eps.OnEndpointSliceDelete) },
+	}); err != nil {
+		return fmt.Errorf("endpointslice handler: %w", err)
+	}
+	nodeInf := ownNode.Core().V1().Nodes().Informer()
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { with(o, node.OnNodeChange) },
+		UpdateFunc: func(_, cur any) { with(cur, node.OnNodeChange) },
+		DeleteFunc: func(any) { node.OnNodeChange(nil) },
+	}); err != nil {
+		return fmt.Errorf("node handler: %w", err)
+	}
+
+	filtered.Start(ctx.Done())
+	ownNode.Start(ctx.Done())
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced) {
+			svc.OnServicesSynced()
+		}
+	}()
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), epsInf.HasSynced) {
+			eps.OnEndpointSlicesSynced()
+		}
+	}()
+	return nil
+}
+
+// with calls fn with obj as a T, unwrapping the tombstone a missed delete leaves.
+func with[T any](obj any, fn func(T)) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if v, ok := obj.(T); ok {
+		fn(v)
+	}
+}
+
+func with2[T any](old, cur any, fn func(T, T)) {
+	o, ok1 := old.(T)
+	c, ok2 := cur.(T)
+	if ok1 && ok2 {
+		fn(o, c)
+	}
+}

@@ -1,0 +1,276 @@
+// Command kube-ipvs-proxy is a drop-in replacement for kube-proxy in IPVS
+// mode. This file only parses flags and wires the packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	stdlog "log"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+)
+
+var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
+
+func flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", Usage: "path to a kubeconfig file (in-cluster config when empty)"},
+		&cli.StringFlag{Name: "master", Usage: "address of the Kubernetes API server (overrides the kubeconfig)"},
+		&cli.StringFlag{Name: "hostname-override", Usage: "name of this node's Node object (default: the hostname)"},
+		&cli.StringFlag{Name: "proxy-mode", Aliases: []string{"mode"}, Value: "ipvs", Usage: "proxy mode; only 'ipvs' is supported"},
+		&cli.StringFlag{Name: "ipvs-scheduler", Usage: "IPVS scheduler: " + strings.Join(schedulers, ", ") + " (empty means rr)"},
+		&cli.DurationFlag{Name: "ipvs-sync-period", Value: 30 * time.Second, Usage: "how often a full sync re-reads the kernel and repairs drift (> 0)"},
+		&cli.DurationFlag{Name: "ipvs-min-sync-period", Value: time.Second, Usage: "minimum time between syncs; 0 syncs on every change"},
+		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "CIDRs whose virtual servers are never deleted"},
+		&cli.StringFlag{Name: "cluster-cidr", Usage: "pod CIDR(s), comma separated; traffic to cluster IPs from outside them is masqueraded"},
+		&cli.BoolFlag{Name: "masquerade-all", Usage: "masquerade all traffic sent to cluster IPs"},
+		&cli.IntFlag{Name: "iptables-masquerade-bit", Value: 14, Usage: "fwmark bit marking packets for SNAT [0, 31]"},
+		&cli.StringFlag{Name: "healthz-bind-address", Value: "0.0.0.0:10256", Usage: "address:port of the health server; empty disables"},
+		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", Usage: "address:port of the metrics server; empty disables"},
+		&cli.BoolFlag{Name: "bind-address-hard-fail", Usage: "exit if the health or metrics server cannot bind"},
+		&cli.DurationFlag{Name: "config-sync-period", Value: 15 * time.Minute, Usage: "informer resync period (> 0)"},
+		&cli.IntFlag{Name: "v", Aliases: []string{"verbosity"}, Usage: "log verbosity; 4 and above logs every sync"},
+	}
+}
+
+func main() {
+	app := &cli.App{
+		Name:   "kube-ipvs-proxy",
+		Usage:  "Kubernetes service proxy on IPVS, a drop-in for kube-proxy --proxy-mode=ipvs",
+		Flags:  flags(),
+		Action: run,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "kube-ipvs-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+func parsePrefixes(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				return nil, fmt.Errorf("invalid CIDR %q: %w", part, err)
+			}
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
+}
+
+// config validates the flags into the proxier's configuration.
+func config(c *cli.Context) (proxier.Config, error) {
+	var cfg proxier.Config
+	if mode := c.String("proxy-mode"); mode != "ipvs" {
+		return cfg, fmt.Errorf("--proxy-mode=%q is not supported: kube-ipvs-proxy only implements 'ipvs'", mode)
+	}
+	cfg.Scheduler = c.String("ipvs-scheduler")
+	if cfg.Scheduler != "" && !contains(schedulers, cfg.Scheduler) {
+		return cfg, fmt.Errorf("--ipvs-scheduler=%q: unknown scheduler (one of %s)", cfg.Scheduler, strings.Join(schedulers, ", "))
+	}
+	cfg.SyncPeriod, cfg.MinSyncPeriod = c.Duration("ipvs-sync-period"), c.Duration("ipvs-min-sync-period")
+	if cfg.SyncPeriod <= 0 {
+		return cfg, fmt.Errorf("--ipvs-sync-period=%s: must be greater than 0", cfg.SyncPeriod)
+	}
+	if cfg.MinSyncPeriod < 0 || cfg.MinSyncPeriod > cfg.SyncPeriod {
+		return cfg, fmt.Errorf("--ipvs-min-sync-period=%s: must be between 0 and --ipvs-sync-period", cfg.MinSyncPeriod)
+	}
+	if c.Duration("config-sync-period") <= 0 {
+		return cfg, errors.New("--config-sync-period: must be greater than 0")
+	}
+	var err error
+	if cfg.ClusterCIDRs, err = parsePrefixes([]string{c.String("cluster-cidr")}); err != nil {
+		return cfg, fmt.Errorf("--cluster-cidr: %w", err)
+	}
+	if cfg.ExcludeCIDRs, err = parsePrefixes(c.StringSlice("ipvs-exclude-cidrs")); err != nil {
+		return cfg, fmt.Errorf("--ipvs-exclude-cidrs: %w", err)
+	}
+	cfg.MasqueradeAll = c.Bool("masquerade-all")
+	cfg.MasqueradeBit = c.Int("iptables-masquerade-bit")
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		return cfg, fmt.Errorf("--iptables-masquerade-bit=%d: must be within [0, 31]", cfg.MasqueradeBit)
+	}
+	cfg.NodeName = c.String("hostname-override")
+	if cfg.NodeName == "" {
+		if cfg.NodeName, err = os.Hostname(); err != nil {
+			return cfg, fmt.Errorf("hostname: %w", err)
+		}
+	}
+	cfg.NodeName = strings.ToLower(strings.TrimSpace(cfg.NodeName))
+	_, err = os.Stat("/proc/net/if_inet6")
+	cfg.IPv6Capable = err == nil
+	return cfg, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func newLogger(v int) (*zap.Logger, error) {
+	zc := zap.NewProductionConfig()
+	zc.Encoding = "console"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	zc.Sampling = nil
+	zc.DisableStacktrace = true
+	if v >= 4 {
+		zc.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+	}
+	return zc.Build()
+}
+
+func restConfig(c *cli.Context) (*rest.Config, error) {
+	if c.String("kubeconfig") == "" && c.String("master") == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags(c.String("master"), c.String("kubeconfig"))
+}
+
+// openKernel opens every kernel table, loading modules first where modprobe
+// exists (in a container it usually does not, and the host must have them).
+func openKernel(log *zap.Logger) (proxier.Kernel, error) {
+	var k proxier.Kernel
+	for _, m := range []string{"ip_vs", "ip_set", "dummy"} {
+		if err := exec.Command("modprobe", m).Run(); err != nil {
+			log.Debug("modprobe failed; assuming built in or loaded", zap.String("module", m), zap.Error(err))
+		}
+	}
+	var err error
+	if k.IPVS, err = ipvs.NewNetlink(); err != nil {
+		return k, err
+	}
+	if k.Sets, err = ipset.NewNetlink(); err != nil {
+		return k, err
+	}
+	k.Links = dummyiface.NewNetlink(dummyiface.DefaultLinkName)
+	if k.IPTables, err = iptables.NewIPv4(); err != nil {
+		return k, err
+	}
+	if err := ipvs.ApplySysctls(ipvs.Sysctls()); err != nil {
+		return k, err
+	}
+	return k, nil
+}
+
+func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail bool, h http.Handler) error {
+	if addr == "" {
+		return nil
+	}
+	done, err := healthz.Serve(ctx, addr, h)
+	if err != nil {
+		if hardFail {
+			return fmt.Errorf("%s server on %s: %w", name, addr, err)
+		}
+		log.Error("cannot serve; continuing without it", zap.String("server", name), zap.String("address", addr), zap.Error(err))
+		return nil
+	}
+	go func() {
+		if err := <-done; err != nil {
+			log.Error("server stopped", zap.String("server", name), zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+func run(c *cli.Context) error {
+	cfg, err := config(c)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(c.Int("v"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	// The netlink ipset code reports every attribute it does not parse
+	// (bucketsize, initval: on every list) through the standard logger; that
+	// is noise except when debugging the netlink layer itself.
+	if c.Int("v") >= 6 {
+		if undo, err := zap.RedirectStdLogAt(log.Named("stdlog"), zapcore.DebugLevel); err == nil {
+			defer undo()
+		}
+	} else {
+		stdlog.SetOutput(io.Discard)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	rc, err := restConfig(c)
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.UserAgent = "kube-ipvs-proxy"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	kernel, err := openKernel(log)
+	if err != nil {
+		return fmt.Errorf("cannot run in IPVS mode: %w", err)
+	}
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: "", Namespace: ""}
+	recorder.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
+
+	health := healthz.New(2 * cfg.SyncPeriod)
+	m := metrics.New()
+	hard := c.Bool("bind-address-hard-fail")
+	if err := serve(ctx, log, "healthz", c.String("healthz-bind-address"), hard, health.Handler()); err != nil {
+		return err
+	}
+	if err := serve(ctx, log, "metrics", c.String("metrics-bind-address"), hard, m.Handler(map[string]http.Handler{
+		"/healthz": health.Handler(), "/livez": health.Handler(),
+	})); err != nil {
+		return err
+	}
+
+	p := proxier.New(cfg, kernel, log, health, m, recorder)
+	if err := informers.Start(ctx, client, cfg.NodeName, c.Duration("config-sync-period"), p, p, p); err != nil {
+		return err
+	}
+	log.Info("kube-ipvs-proxy started", zap.String("node", cfg.NodeName), zap.String("scheduler", cfg.Scheduler),
+		zap.Duration("syncPeriod", cfg.SyncPeriod), zap.Duration("minSyncPeriod", cfg.MinSyncPeriod))
+	p.Run(ctx)
+	log.Info("shutting down; kernel state is left in place so traffic keeps flowing")
+	return nil
+}
