@@ -1,0 +1,60 @@
+# kube-ipvs-proxy. `make demo` and `make test` set up everything they need:
+# Debian packages (hack/deps.sh), kube-apiserver/etcd/kube-proxy built from Go
+# modules (hack/k8s-bins.sh) and the VM kernel (hack/vm.sh), all cached in
+# $(CACHE), outside the checkout.
+CACHE      ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kube-ipvs-proxy
+K8S_VERSION ?= 1.34.4
+GO         ?= go
+BIN        := bin
+export KIP_CACHE := $(CACHE)
+export K8S_VERSION
+
+.PHONY: all build test unit e2e demo deps k8s-bins vm-kernel lint clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/kube-ipvs-proxy .
+
+# Host-side helpers and the e2e test binary, which runs inside the VM.
+e2e-bins: build
+	$(GO) build -o $(BIN)/testcluster ./e2e/testcluster
+	$(GO) build -o $(BIN)/echo ./e2e/echo
+	$(GO) build -o $(BIN)/demo ./e2e/demo
+	$(GO) test -c -tags e2e -o $(BIN)/e2e.test ./e2e
+
+deps:
+	hack/deps.sh
+
+k8s-bins: deps
+	hack/k8s-bins.sh >/dev/null
+
+vm-kernel: deps
+	hack/vm.sh prepare
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
+
+unit: lint
+	$(GO) test -race -count=1 ./...
+
+# The real-kernel suite: etcd + kube-apiserver on this machine's loopback, the
+# proxier and the tests inside a QEMU VM booting Debian's stock kernel.
+e2e: e2e-bins k8s-bins vm-kernel
+	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE E2E_RUN" \
+	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/e2e -- \
+	  sh -c 'hack/vm.sh run -t 2400 -f $$KIP_APISERVER_PORT -- $(BIN)/e2e.test -test.v -test.timeout 35m $${E2E_RUN:+-test.run "$$E2E_RUN"}'
+
+test: unit e2e
+
+# A real apiserver, the proxier in the VM, a few sample Services and pods,
+# then the IPVS table and a request answered through a ClusterIP.
+demo: e2e-bins k8s-bins vm-kernel
+	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
+	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/demo -- \
+	  sh -c 'hack/vm.sh run -t 900 -f $$KIP_APISERVER_PORT -- $(BIN)/demo'
+
+clean:
+	rm -rf $(BIN) .vm

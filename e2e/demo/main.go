@@ -1,0 +1,131 @@
+// Command demo shows kube-ipvs-proxy at work inside the test VM: it starts
+// the proxier against the test apiserver, creates a few Services backed by
+// pods (network namespaces running an echo server), prints the kernel state
+// the proxier programmed and sends requests through the cluster IPs.
+// `make demo` runs it; it exits non-zero if any request goes unanswered.
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
+
+func show(args ...string) {
+	fmt.Printf("$ %s\n", strings.Join(args, " "))
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	fmt.Print(string(out))
+	if err != nil {
+		fmt.Println("(", err, ")")
+	}
+}
+
+func run() error {
+	env, err := framework.Load()
+	if err != nil {
+		return err
+	}
+	if err := framework.CleanKernel(); err != nil {
+		return err
+	}
+	step("starting kube-ipvs-proxy as system:kube-proxy (log: %s/kube-ipvs-proxy-demo.log)", env.Artifacts)
+	start := time.Now()
+	proxy, err := framework.StartOurs(env, "kube-ipvs-proxy-demo")
+	if err != nil {
+		return err
+	}
+	defer proxy.Stop()
+	if err := framework.WaitSynced(proxy, start, 2*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("first sync done %s after start\n", time.Since(start).Round(time.Millisecond))
+
+	step("creating pods (network namespaces with an echo server) and Services")
+	var pods []*framework.Pod
+	defer func() {
+		for _, p := range pods {
+			p.Delete()
+		}
+	}()
+	for i, name := range []string{"web-1", "web-2", "web-3", "dns-1", "dns-2"} {
+		p, err := framework.StartPod(env, name, netip.AddrFrom4([4]byte{10, 244, 1, byte(i + 1)}), true)
+		if err != nil {
+			return err
+		}
+		pods = append(pods, p)
+	}
+	client, err := framework.StartPod(env, "client", netip.MustParseAddr("10.244.1.100"), false)
+	if err != nil {
+		return err
+	}
+	pods = append(pods, client)
+	if err := env.CreateNamespace("demo"); err != nil {
+		return err
+	}
+	tcp, udp := v1.ProtocolTCP, v1.ProtocolUDP
+	eps := func(pods ...*framework.Pod) []discovery.Endpoint {
+		var out []discovery.Endpoint
+		for _, p := range pods {
+			out = append(out, framework.Endpoint(p.IP.String(), framework.NodeName, true))
+		}
+		return out
+	}
+	if err := env.Apply(
+		framework.ClusterIPService("demo", "web", "10.96.100.10", framework.Port("http", tcp, 80, 8080)),
+		framework.Slice("demo", "web", "web-abc", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080)}, eps(pods[0:3]...)...),
+		framework.ClusterIPService("demo", "dns", "10.96.100.53", framework.Port("dns", udp, 53, 5353)),
+		framework.Slice("demo", "dns", "dns-abc", []discovery.EndpointPort{framework.SlicePort("dns", udp, 5353)}, eps(pods[3:5]...)...),
+	); err != nil {
+		return err
+	}
+	fmt.Println("service demo/web  10.96.100.10:80/TCP -> web-1, web-2, web-3 :8080")
+	fmt.Println("service demo/dns  10.96.100.53:53/UDP -> dns-1, dns-2 :5353")
+
+	web, dns := netip.MustParseAddrPort("10.96.100.10:80"), netip.MustParseAddrPort("10.96.100.53:53")
+	if err := framework.Eventually(30*time.Second, 100*time.Millisecond, func() error {
+		_, err := client.HTTP(web, time.Second)
+		return err
+	}); err != nil {
+		return fmt.Errorf("web never answered: %w", err)
+	}
+
+	step("what kube-ipvs-proxy programmed")
+	show("ipvsadm", "-Ln")
+	show("ip", "-4", "addr", "show", "dev", "kube-ipvs0")
+	show("ipset", "list", "KUBE-CLUSTER-IP")
+
+	step("requests from the client pod through the cluster IPs")
+	for i := 0; i < 6; i++ {
+		who, err := client.HTTP(web, 2*time.Second)
+		if err != nil {
+			return fmt.Errorf("GET http://%s/: %w", web, err)
+		}
+		fmt.Printf("GET http://%s/  answered by %s\n", web, who)
+	}
+	for i := 0; i < 4; i++ {
+		who, err := client.UDP(dns, 2*time.Second)
+		if err != nil {
+			return fmt.Errorf("UDP %s: %w", dns, err)
+		}
+		fmt.Printf("UDP %s     answered by %s\n", dns, who)
+	}
+	step("done: every request was answered through IPVS programmed by kube-ipvs-proxy")
+	return nil
+}

@@ -1,0 +1,46 @@
+// Command echo is the test pods' server: it answers every HTTP request on
+// -tcp and every UDP datagram on -udp with its pod name, so a client can
+// tell which endpoint served it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+)
+
+func main() {
+	name := flag.String("name", "", "pod name to answer with")
+	tcp := flag.String("tcp", ":8080", "HTTP listen address")
+	udp := flag.String("udp", ":5353", "UDP listen address")
+	flag.Parse()
+	if *name == "" {
+		fmt.Fprintln(os.Stderr, "echo: -name is required")
+		os.Exit(2)
+	}
+	pc, err := net.ListenPacket("udp", *udp)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				log.Fatal(err)
+			}
+			_, _ = pc.WriteTo([]byte(*name), from)
+		}
+	}()
+	ln, err := net.Listen("tcp", *tcp)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ready")
+	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(*name))
+	})))
+}

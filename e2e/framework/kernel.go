@@ -1,0 +1,116 @@
+package framework
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Output runs a command and returns its standard output.
+func Output(args ...string) (string, error) {
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return "", fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		return "", fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// State is the kernel state a drop-in must reproduce, normalized to sorted lines.
+type State struct {
+	IPVS      string // ipvsadm -Sn
+	IPSets    string // ipset save, without the random initval
+	Addresses string // addresses on kube-ipvs0
+	IPTables  string // iptables-save, without counters and comments
+}
+
+var (
+	initval  = regexp.MustCompile(` initval 0x[0-9a-f]+`)
+	counters = regexp.MustCompile(`\[\d+:\d+\]`)
+)
+
+func sortedLines(s string, keep func(string) bool) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimRight(l, " ")
+		if l != "" && (keep == nil || keep(l)) {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// ReadState reads the kernel through the standard tools, as an operator would.
+func ReadState() (State, error) {
+	var st State
+	ipvs, err := Output("ipvsadm", "-Sn")
+	if err != nil {
+		return st, err
+	}
+	st.IPVS = sortedLines(ipvs, nil)
+	sets, err := Output("ipset", "save")
+	if err != nil {
+		return st, err
+	}
+	st.IPSets = sortedLines(initval.ReplaceAllString(sets, ""), nil)
+	addrs, err := Output("ip", "-o", "addr", "show", "dev", "kube-ipvs0")
+	if err != nil {
+		return st, err
+	}
+	var a []string
+	for _, l := range strings.Split(addrs, "\n") {
+		if f := strings.Fields(l); len(f) >= 4 {
+			a = append(a, f[2]+" "+f[3])
+		}
+	}
+	st.Addresses = sortedLines(strings.Join(a, "\n"), nil)
+	ipt, err := Output("iptables-save")
+	if err != nil {
+		return st, err
+	}
+	st.IPTables = sortedLines(counters.ReplaceAllString(ipt, ""), func(l string) bool { return !strings.HasPrefix(l, "#") })
+	return st, nil
+}
+
+// CleanKernel removes every trace of a service proxy: iptables chains and
+// jumps, ipsets, the IPVS table and kube-ipvs0. Only for tests.
+func CleanKernel() error {
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		saved, err := Output(tool + "-save")
+		if err != nil {
+			return err
+		}
+		var keep []string
+		for _, l := range strings.Split(saved, "\n") {
+			if !strings.Contains(l, "KUBE-") {
+				keep = append(keep, l)
+			}
+		}
+		cmd := exec.Command(tool + "-restore")
+		cmd.Stdin = strings.NewReader(strings.Join(keep, "\n") + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s-restore: %w: %s", tool, err, out)
+		}
+	}
+	sets, err := Output("ipset", "list", "-n")
+	if err != nil {
+		return err
+	}
+	for _, s := range strings.Fields(sets) {
+		if strings.HasPrefix(s, "KUBE-") {
+			if out, err := exec.Command("ipset", "destroy", s).CombinedOutput(); err != nil {
+				return fmt.Errorf("ipset destroy %s: %w: %s", s, err, out)
+			}
+		}
+	}
+	if out, err := exec.Command("ipvsadm", "-C").CombinedOutput(); err != nil {
+		return fmt.Errorf("ipvsadm -C: %w: %s", err, out)
+	}
+	_ = exec.Command("ip", "link", "del", "kube-ipvs0").Run()
+	return nil
+}

@@ -1,0 +1,163 @@
+package framework
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// Pod is a network namespace with a veth link to the root namespace and,
+// optionally, an echo server answering with the pod's name.
+type Pod struct {
+	Name string
+	IP   netip.Addr
+	ns   string
+	host string // veth end in the root namespace
+	srv  *exec.Cmd
+}
+
+func sh(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// StartPod creates the pod. Addresses are /32 routes through the root
+// namespace (proxy ARP, no bridge), like a routed CNI plugin.
+func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
+	b := ip.As4()
+	p := &Pod{Name: name, IP: ip, ns: "pod-" + name, host: fmt.Sprintf("kv%02x%02x%02x", b[1], b[2], b[3])}
+	steps := [][]string{
+		{"ip", "netns", "add", p.ns},
+		{"ip", "link", "add", p.host, "type", "veth", "peer", "name", "eth0", "netns", p.ns},
+		{"ip", "-n", p.ns, "link", "set", "lo", "up"},
+		{"ip", "-n", p.ns, "addr", "add", ip.String() + "/32", "dev", "eth0"},
+		{"ip", "-n", p.ns, "link", "set", "eth0", "up"},
+		{"ip", "-n", p.ns, "route", "add", "default", "dev", "eth0"},
+		{"ip", "link", "set", p.host, "up"},
+		{"sysctl", "-qw", "net.ipv4.conf." + p.host + ".proxy_arp=1"},
+		{"ip", "route", "add", ip.String() + "/32", "dev", p.host},
+	}
+	for _, s := range steps {
+		if err := sh(s...); err != nil {
+			p.Delete()
+			return nil, err
+		}
+	}
+	if !serve {
+		return p, nil
+	}
+	log, err := os.Create(filepath.Join(e.Artifacts, "pod-"+name+".log"))
+	if err != nil {
+		p.Delete()
+		return nil, err
+	}
+	p.srv = exec.Command("ip", "netns", "exec", p.ns, filepath.Join(e.Bin, "echo"), "-name", name)
+	p.srv.Stderr = log
+	out, _ := p.srv.StdoutPipe()
+	if err := p.srv.Start(); err != nil {
+		p.Delete()
+		return nil, err
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- strings.TrimSpace(line) == "ready"
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			p.Delete()
+			return nil, fmt.Errorf("pod %s: echo server did not start", name)
+		}
+	case <-time.After(30 * time.Second):
+		p.Delete()
+		return nil, fmt.Errorf("pod %s: echo server not ready after 30s", name)
+	}
+	return p, nil
+}
+
+// Delete stops the server and removes the namespace and links.
+func (p *Pod) Delete() {
+	if p.srv != nil && p.srv.Process != nil {
+		_ = p.srv.Process.Kill()
+		_ = p.srv.Wait()
+	}
+	_ = sh("ip", "link", "del", p.host)
+	_ = sh("ip", "netns", "del", p.ns)
+}
+
+// dial opens a connection whose socket lives in the pod's namespace.
+func (p *Pod) dial(network string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return nil, err
+	}
+	defer orig.Close()
+	target, err := netns.GetFromName(p.ns)
+	if err != nil {
+		return nil, err
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		return nil, err
+	}
+	defer func() { _ = netns.Set(orig) }()
+	return net.DialTimeout(network, to.String(), timeout)
+}
+
+// HTTP sends one request on a new TCP connection and returns the answering pod's name.
+func (p *Pod) HTTP(to netip.AddrPort, timeout time.Duration) (string, error) {
+	c, err := p.dial("tcp", to, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: test\r\n\r\n"); err != nil {
+		return "", err
+	}
+	body, err := io.ReadAll(c)
+	if err != nil {
+		return "", err
+	}
+	_, payload, ok := strings.Cut(string(body), "\r\n\r\n")
+	if !ok {
+		return "", fmt.Errorf("malformed HTTP answer %q", body)
+	}
+	return payload, nil
+}
+
+// UDP sends one datagram from a new socket and returns the answering pod's name.
+func (p *Pod) UDP(to netip.AddrPort, timeout time.Duration) (string, error) {
+	c, err := p.dial("udp", to, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("who")); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 256)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}

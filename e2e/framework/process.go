@@ -1,0 +1,131 @@
+package framework
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is a proxier (ours or upstream kube-proxy) running as a child.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan error
+}
+
+// Start runs bin with args, logging to the artifacts directory.
+func Start(e *Env, name, bin string, args ...string) (*Process, error) {
+	logPath := filepath.Join(e.Artifacts, name+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(append([]string{bin}, args...), " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait(); log.Close() }()
+	return p, nil
+}
+
+// StartOurs runs kube-ipvs-proxy as system:kube-proxy, the least-privileged identity.
+func StartOurs(e *Env, name string, extra ...string) (*Process, error) {
+	args := append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "-v", "4"}, extra...)
+	return Start(e, name, filepath.Join(e.Bin, "kube-ipvs-proxy"), args...)
+}
+
+// StartUpstream runs kube-proxy v1.34 in IPVS mode, the oracle.
+func StartUpstream(e *Env, name string, extra ...string) (*Process, error) {
+	args := append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "--proxy-mode", "ipvs"}, extra...)
+	return Start(e, name, filepath.Join(e.KBin, "kube-proxy"), args...)
+}
+
+// Stop sends SIGTERM and waits for the process to exit. Stopping a process
+// that has already ended is not an error.
+func (p *Process) Stop() error {
+	if done, _ := p.Exited(); done {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		if ee, ok := err.(*exec.ExitError); ok && ee.Sys().(syscall.WaitStatus).Signaled() {
+			return nil
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		return fmt.Errorf("%s did not stop within 30s", p.Name)
+	}
+}
+
+// Exited reports whether the process has ended (and why).
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// Metric reads every series of one metric from the metrics server on
+// 127.0.0.1:10249, whatever its labels (upstream labels some by IP family).
+func Metric(name string) ([]float64, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 || (f[0] != name && !strings.HasPrefix(f[0], name+"{")) {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s: %w", name, err)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("metric %s not found", name)
+	}
+	return out, sc.Err()
+}
+
+// WaitSynced waits until the proxier on 127.0.0.1:10249 reports a sync newer than since.
+func WaitSynced(p *Process, since time.Time, timeout time.Duration) error {
+	return Eventually(timeout, 200*time.Millisecond, func() error {
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("%s exited: %v (see %s)", p.Name, err, p.LogPath)
+		}
+		series, err := Metric("kubeproxy_sync_proxy_rules_last_timestamp_seconds")
+		if err != nil {
+			return err
+		}
+		for _, v := range series {
+			if v < float64(since.Unix()) {
+				return fmt.Errorf("%s has not synced since %s", p.Name, since.Format(time.RFC3339))
+			}
+		}
+		return nil
+	})
+}

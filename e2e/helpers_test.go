@@ -1,0 +1,135 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+type ask func(to netip.AddrPort, timeout time.Duration) (string, error)
+
+// answers sends n requests and returns who answered each, failing on any error.
+func answers(q ask, to netip.AddrPort, n int) ([]string, error) {
+	var who []string
+	for i := 0; i < n; i++ {
+		name, err := q(to, 2*time.Second)
+		if err != nil {
+			return who, fmt.Errorf("request %d to %s: %w", i, to, err)
+		}
+		who = append(who, name)
+	}
+	return who, nil
+}
+
+func set(names []string) string {
+	u := slices.Clone(names)
+	sort.Strings(u)
+	return strings.Join(slices.Compact(u), ",")
+}
+
+// waitAnswerSet waits until n requests in a row are answered by exactly want
+// (a sorted, comma-separated list), and returns how long that took.
+func waitAnswerSet(t *testing.T, q ask, to netip.AddrPort, want string, n int, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for time.Since(start) < timeout {
+		t0 := time.Since(start)
+		who, err := answers(q, to, n)
+		if err == nil && set(who) == want {
+			return t0
+		}
+		last = fmt.Sprintf("%v %v", who, err)
+	}
+	t.Fatalf("%s: wanted answers from {%s} within %s; last round: %s", to, want, timeout, last)
+	return 0
+}
+
+// kernel readers, through the project's own netlink packages.
+var (
+	kipvs  *ipvs.Netlink
+	ksets  *ipset.Netlink
+	klinks = dummyiface.NewNetlink(dummyiface.DefaultLinkName)
+)
+
+func kernelIPVS(t *testing.T) *ipvs.Netlink {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if kipvs == nil {
+		var err error
+		if kipvs, err = ipvs.NewNetlink(); err != nil {
+			t.Fatal(err)
+		}
+		if ksets, err = ipset.NewNetlink(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kipvs
+}
+
+// realServers lists "addr:port/weight" of a virtual server, or an error if it is missing.
+func realServers(t *testing.T, k ipvs.Key) ([]string, error) {
+	list, err := kernelIPVS(t).RealServers(k)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range list {
+		out = append(out, fmt.Sprintf("%s/%d", r.ID(), r.Weight))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func hasVirtualServer(t *testing.T, k ipvs.Key) bool {
+	list, err := kernelIPVS(t).VirtualServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vs := range list {
+		if vs.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func hasAddress(t *testing.T, a netip.Addr) bool {
+	list, err := klinks.Addresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(list, a)
+}
+
+func hasEntry(t *testing.T, set string, e ipset.Entry) bool {
+	kernelIPVS(t)
+	list, err := ksets.Entries(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(list, e)
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, fn func() error) {
+	t.Helper()
+	if err := framework.Eventually(timeout, 50*time.Millisecond, fn); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}

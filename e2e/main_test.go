@@ -1,0 +1,103 @@
+//go:build e2e
+
+// Package e2e tests kube-ipvs-proxy against a real kube-apiserver and the real
+// kernel of the test VM, with real packets. Run it with `make e2e`.
+//
+// Serial tests (the upstream comparison, the restart) run first; the others
+// run in parallel against one shared proxier, each in its own namespace,
+// address range and pods.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+)
+
+var (
+	env *framework.Env
+
+	sharedMu sync.Mutex
+	shared   *framework.Process
+)
+
+// proxierFlags keep the suite quick: a 5 s drift check instead of 30 s, and
+// syncs right after a change.
+var proxierFlags = []string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms"}
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = framework.Load(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	if err := framework.CleanKernel(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: clean kernel:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	if shared != nil {
+		_ = shared.Stop()
+	}
+	os.Exit(code)
+}
+
+// ourProxier returns the shared proxier, starting it if needed.
+func ourProxier(t *testing.T) *framework.Process {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared != nil {
+		if done, err := shared.Exited(); !done {
+			return shared
+		} else {
+			t.Fatalf("shared proxier exited: %v (see %s)", err, shared.LogPath)
+		}
+	}
+	start := time.Now()
+	p, err := framework.StartOurs(env, "kube-ipvs-proxy", proxierFlags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	shared = p
+	return p
+}
+
+// replaceProxier makes p (nil for none) the proxier later tests share.
+func replaceProxier(t *testing.T, p *framework.Process) {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	shared = p
+}
+
+func mustPod(t *testing.T, name, ip string, serve bool) *framework.Pod {
+	t.Helper()
+	p, err := framework.StartPod(env, name, mustAddr(ip), serve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Delete)
+	return p
+}
+
+func mustNamespace(t *testing.T, ns string) {
+	t.Helper()
+	if err := env.CreateNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustApply(t *testing.T, objs ...any) {
+	t.Helper()
+	if err := env.Apply(objs...); err != nil {
+		t.Fatal(err)
+	}
+}

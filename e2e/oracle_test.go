@@ -1,0 +1,178 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+)
+
+// oracleObjects are ClusterIP Services with the odd but valid inputs a
+// drop-in must handle exactly as upstream does.
+func oracleObjects() []any {
+	const ns, node = "oracle", framework.NodeName
+	tcp, udp := v1.ProtocolTCP, v1.ProtocolUDP
+	web := framework.ClusterIPService(ns, "web", "10.96.10.10",
+		framework.Port("http", tcp, 80, 8080), framework.Port("dns", udp, 53, 5353))
+	sticky := framework.ClusterIPService(ns, "sticky", "10.96.10.11", framework.Port("", tcp, 81, 8081))
+	sticky.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	shortSticky := framework.ClusterIPService(ns, "short-sticky", "10.96.10.12", framework.Port("", tcp, 82, 8082))
+	shortSticky.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	shortSticky.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](300)}}
+	empty := framework.ClusterIPService(ns, "no-endpoints", "10.96.10.13", framework.Port("", tcp, 83, 8083))
+	headless := framework.ClusterIPService(ns, "headless", v1.ClusterIPNone, framework.Port("", tcp, 84, 8084))
+	other := framework.ClusterIPService(ns, "other-proxy", "10.96.10.15", framework.Port("", tcp, 85, 8085))
+	other.Labels = map[string]string{"service.kubernetes.io/service-proxy-name": "someone-else"}
+	external := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "external"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeExternalName, ExternalName: "example.invalid"}}
+
+	webPorts := []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080), framework.SlicePort("dns", udp, 5353),
+		framework.SlicePort("no-such-service-port", tcp, 9999)}
+	noConditions := discovery.Endpoint{Addresses: []string{"10.244.0.6"}, NodeName: ptr.To("other-node")}
+	terminating := discovery.Endpoint{Addresses: []string{"10.244.0.8"},
+		Conditions: discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}}
+	webA := framework.Slice(ns, "web", "web-a", webPorts,
+		framework.Endpoint("10.244.0.5", node, true),
+		noConditions,
+		framework.Endpoint("10.244.0.7", "", false),
+		terminating,
+		framework.Endpoint("10.244.0.10", "", false),
+		framework.Endpoint("10.244.0.11", node, false))
+	// The same addresses again, with the opposite readiness.
+	webB := framework.Slice(ns, "web", "web-b", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080)},
+		framework.Endpoint("10.244.0.6", "other-node", false),
+		framework.Endpoint("10.244.0.10", "", true),
+		framework.Endpoint("10.244.0.9", "", true))
+	stickyA := framework.Slice(ns, "sticky", "sticky-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8081)},
+		discovery.Endpoint{Addresses: []string{"10.244.1.5"}, NodeName: ptr.To(node),
+			Conditions: discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}})
+	shortA := framework.Slice(ns, "short-sticky", "short-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8082)},
+		framework.Endpoint("10.244.1.6", "", true), framework.Endpoint("10.244.1.7", "", true))
+	otherA := framework.Slice(ns, "other-proxy", "other-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8085)},
+		framework.Endpoint("10.244.1.8", "", true))
+	otherA.Labels["service.kubernetes.io/service-proxy-name"] = "someone-else"
+	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA}
+}
+
+// TestSameKernelStateAsUpstream runs upstream kube-proxy v1.34 in IPVS mode
+// and then kube-ipvs-proxy against the same objects on the same (cleaned)
+// kernel, and requires the same IPVS table, ipsets, kube-ipvs0 addresses and
+// iptables rules.
+func TestSameKernelStateAsUpstream(t *testing.T) {
+	mustNamespace(t, "oracle")
+	mustApply(t, oracleObjects()...)
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		replaceProxier(t, nil)
+	}
+	if err := framework.CleanKernel(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	up, err := framework.StartUpstream(env, "kube-proxy-upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Stop() })
+	if err := framework.WaitSynced(up, start, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want, err := settledState(t, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("upstream kube-proxy synced in %s", time.Since(start).Round(time.Millisecond))
+	if err := up.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.CleanKernel(); err != nil {
+		t.Fatal(err)
+	}
+
+	start = time.Now()
+	ourProxier(t)
+	t.Logf("kube-ipvs-proxy synced in %s", time.Since(start).Round(time.Millisecond))
+	got, err := framework.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(want.IPVS, "10.96.10.10:80") {
+		t.Fatalf("upstream did not program the test services; its state:\n%s", want.IPVS)
+	}
+	for _, c := range []struct{ what, want, got string }{
+		{"ipvsadm -Sn", want.IPVS, got.IPVS},
+		{"ipset save", want.IPSets, got.IPSets},
+		{"kube-ipvs0 addresses", want.Addresses, got.Addresses},
+		{"iptables-save", want.IPTables, got.IPTables},
+	} {
+		if c.want != c.got {
+			t.Errorf("%s differs from upstream kube-proxy's\n%s", c.what, lineDiff(c.want, c.got))
+		}
+	}
+}
+
+// settledState waits until upstream has finished: its sync metric fires when
+// the first IP family is done, while the second (dual-stack mode, which
+// upstream picks on any kernel with IPv6) may still be creating its sets.
+func settledState(t *testing.T, up *framework.Process) (framework.State, error) {
+	var last framework.State
+	same := 0
+	err := framework.Eventually(2*time.Minute, time.Second, func() error {
+		st, err := framework.ReadState()
+		if err != nil {
+			return err
+		}
+		log, _ := os.ReadFile(up.LogPath)
+		dual := strings.Contains(string(log), "dual-stack mode")
+		switch {
+		case dual && !strings.Contains(st.IPSets, "KUBE-6-IPVS-IPS"):
+			same = 0
+		case st == last:
+			same++
+		default:
+			same = 0
+		}
+		last = st
+		if same < 3 {
+			return fmt.Errorf("upstream state still changing (dual-stack: %v)", dual)
+		}
+		return nil
+	})
+	return last, err
+}
+
+// lineDiff lists the lines only upstream has (-) and only we have (+).
+func lineDiff(want, got string) string {
+	w, g := map[string]bool{}, map[string]bool{}
+	for _, l := range strings.Split(want, "\n") {
+		w[l] = true
+	}
+	for _, l := range strings.Split(got, "\n") {
+		g[l] = true
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(want, "\n") {
+		if !g[l] {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if !w[l] {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,146 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+)
+
+// vsConnections reads the cumulative connection counter of a virtual server;
+// it starts again from zero if the virtual server is deleted and re-added.
+// The kernel's estimator folds per-CPU counters in every 2 s, so a reading
+// lags; callers wait for it to settle.
+const counterSettle = 2500 * time.Millisecond
+
+func vsConnections(t *testing.T, vip string) int {
+	t.Helper()
+	out, err := framework.Output("ipvsadm", "-Ln", "--stats", "-t", vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "TCP" {
+			n, err := strconv.Atoi(f[2])
+			if err != nil {
+				t.Fatalf("parse %q: %v", l, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no virtual server %s in:\n%s", vip, out)
+	return 0
+}
+
+// TestRestartLosesNothing: restarting the proxier while a client loops on a
+// Service loses no request and removes and re-adds no kernel object.
+func TestRestartLosesNothing(t *testing.T) {
+	old := ourProxier(t)
+	const ns = "restart"
+	mustNamespace(t, ns)
+	a, b := mustPod(t, "restart-a", "10.244.23.1", true), mustPod(t, "restart-b", "10.244.23.2", true)
+	client := mustPod(t, "restart-client", "10.244.23.100", false)
+	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.23.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
+		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
+			framework.Endpoint(a.IP.String(), "", true), framework.Endpoint(b.IP.String(), "", true)))
+	vip := ap("10.96.23.10:80")
+	waitAnswerSet(t, client.HTTP, vip, "restart-a,restart-b", 4, 30*time.Second)
+
+	// Watch kube-ipvs0 for any address going away.
+	monitor := exec.Command("ip", "-o", "monitor", "address")
+	out, _ := monitor.StdoutPipe()
+	if err := monitor.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	var monitorDone sync.WaitGroup
+	monitorDone.Add(1)
+	go func() {
+		defer monitorDone.Done()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, "Deleted") && strings.Contains(l, "kube-ipvs0") {
+				removed = append(removed, l)
+			}
+		}
+	}()
+
+	time.Sleep(counterSettle)
+	before := vsConnections(t, vip.String())
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var loop sync.WaitGroup
+	loop.Add(1)
+	go func() {
+		defer loop.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := client.HTTP(vip, 2*time.Second); err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			} else {
+				ok.Add(1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	time.Sleep(500 * time.Millisecond)
+	if err := old.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // traffic keeps flowing with no proxier at all
+	start := time.Now()
+	p, err := framework.StartOurs(env, "kube-ipvs-proxy", proxierFlags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceProxier(t, p)
+	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted proxier synced in %s", time.Since(start).Round(time.Millisecond))
+	time.Sleep(time.Second)
+	close(stop)
+	loop.Wait()
+	_ = monitor.Process.Kill()
+	_ = monitor.Wait()
+	monitorDone.Wait()
+
+	if failed.Load() > 0 {
+		t.Errorf("%d of %d requests failed across the restart; first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
+	}
+	if ok.Load() < 20 {
+		t.Errorf("only %d requests answered; the client loop did not run", ok.Load())
+	}
+	time.Sleep(counterSettle)
+	if after := vsConnections(t, vip.String()); after < before+int(ok.Load()) {
+		t.Errorf("virtual server counter went from %d to %d over %d requests: it was re-created", before, after, ok.Load())
+	}
+	if len(removed) > 0 {
+		t.Errorf("addresses removed from kube-ipvs0 during the restart: %v", removed)
+	}
+	ops, err := framework.Metric("kubeproxy_sync_proxy_rules_kernel_operations_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops[0] != 0 {
+		t.Errorf("restarted proxier wrote %v kernel objects, want 0 (everything was in place)", ops)
+	}
+}

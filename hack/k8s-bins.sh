@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# k8s-bins.sh: build kube-apiserver, kube-proxy (the oracle), kubectl and etcd
+# from Go modules (no prebuilt downloads are possible here) into a cache
+# directory keyed by version, and print that directory.
+#
+# k8s.io/kubernetes maps its k8s.io/* staging modules to ./staging at v0.0.0,
+# so a throwaway module requires it and replaces each staging module with its
+# published v0.MINOR.PATCH.
+set -euo pipefail
+ver=${K8S_VERSION:-1.34.4}
+etcdver=${ETCD_VERSION:-3.6.6}
+out=${KIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-ipvs-proxy}/k8s/v$ver-etcd$etcdver
+mkdir -p "$out"
+export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
+
+need=""
+for b in kube-apiserver kube-proxy kubectl etcd; do [ -x "$out/$b" ] || need="$need $b"; done
+if [ -z "$need" ]; then echo "$out"; exit 0; fi
+
+w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
+minor=$(cut -d. -f2 <<<"$ver"); patch=$(cut -d. -f3 <<<"$ver")
+ld="-s -w -X k8s.io/component-base/version.gitVersion=v$ver -X k8s.io/component-base/version.gitMajor=1
+ -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean
+ -X k8s.io/client-go/pkg/version.gitVersion=v$ver"
+for b in $need; do
+  case $b in
+  etcd)
+    echo "k8s-bins: building etcd v$etcdver (first time only, a few minutes)" >&2
+    mkdir -p "$w/etcd" && cd "$w/etcd"
+    go mod init kipetcd >/dev/null 2>&1
+    go get "go.etcd.io/etcd/server/v3@v$etcdver" >/dev/null 2>&1
+    go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
+    mv "$out/etcd.tmp" "$out/etcd"
+    ;;
+  *)
+    echo "k8s-bins: building $b v$ver (first time only, a few minutes)" >&2
+    mkdir -p "$w/k8s" && cd "$w/k8s"
+    if [ ! -f go.mod ]; then
+      go mod init kipk8s >/dev/null 2>&1
+      modfile=$(go mod download -json "k8s.io/kubernetes@v$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+      {
+        echo "require k8s.io/kubernetes v$ver"
+        echo "replace ("
+        grep -E '^\s*k8s.io/[a-z0-9-]+ => \./staging' "$modfile" | awk -v v="v0.$minor.$patch" '{print "\t" $1 " => " $1 " " v}'
+        echo ")"
+      } >>go.mod
+    fi
+    printf '//go:build tools\npackage tools\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$b" >tools.go
+    go mod tidy >/dev/null 2>&1 || go get "k8s.io/kubernetes/cmd/$b@v$ver" >/dev/null
+    go build -trimpath -ldflags "$(echo $ld)" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+    mv "$out/$b.tmp" "$out/$b"
+    ;;
+  esac
+done
+echo "$out"

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# vm.sh: run one command inside a throwaway QEMU VM booting Debian's stock
+# kernel, which has IPVS, ipset, dummy, veth and netfilter as modules (the
+# host kernel here has none of them). The VM's root is this machine's own /
+# (9p, read-only, tmpfs overlay on top) and the current directory is shared
+# read-write at the same path, so host-built binaries run there unchanged.
+#
+#   hack/vm.sh prepare                       fetch + unpack kernel, build initramfs (cached)
+#   hack/vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD...
+#       -f PORT  one user-mode NIC (restrict=on) whose only reachable address is
+#                10.0.2.100:6443, forwarded to this machine's 127.0.0.1:PORT.
+#                Without -f the VM has no network card at all.
+#
+# Exit code: CMD's; 124 on timeout; 125 if the VM reported none.
+set -euo pipefail
+
+cache=${KIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-ipvs-proxy}/vm
+mkdir -p "$cache"; cache=$(readlink -f "$cache")   # the VM sees real paths only
+
+# Modules every test needs, loaded before CMD runs.
+modules="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_vs_sh ip_vs_dh ip_vs_sed ip_vs_nq ip_vs_mh
+ dummy veth ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet ip_set_hash_net
+ ip_set_bitmap_port xt_set nf_conntrack nf_conntrack_netlink nf_nat iptable_nat iptable_filter iptable_mangle
+ ip6table_nat ip6table_filter ip6table_mangle xt_MASQUERADE xt_mark xt_comment xt_addrtype xt_conntrack ipt_REJECT
+ nf_reject_ipv4 xt_nat nf_tables nft_compat nft_chain_nat br_netfilter sctp"
+
+prepare() {
+  for t in qemu-system-x86_64:qemu-system-x86 depmod:kmod cpio:cpio; do
+    command -v "${t%%:*}" >/dev/null || { echo "vm.sh: missing ${t%%:*} (make deps installs ${t##*:})" >&2; exit 2; }
+  done
+  local kpkg=${KIP_KERNEL_PKG:-}
+  if [ -z "$kpkg" ]; then
+    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*\)/\1/p' | head -1)
+  fi
+  [ -n "$kpkg" ] || { echo "vm.sh: cannot resolve the kernel package (run apt-get update)" >&2; exit 2; }
+  if [ -f "$cache/kpkg" ] && [ "$(cat "$cache/kpkg")" = "$kpkg" ] && [ -f "$cache/initrd.gz" ]; then
+    return 0
+  fi
+  echo "vm.sh: preparing $kpkg" >&2
+  mkdir -p "$cache/debs"
+  (cd "$cache/debs" && { ls "$kpkg"_*.deb >/dev/null 2>&1 || apt-get download "$kpkg" >/dev/null; } \
+                    && { ls busybox-static_*.deb >/dev/null 2>&1 || apt-get download busybox-static >/dev/null; })
+  rm -rf "$cache/kernel" "$cache/bb"; mkdir -p "$cache/kernel" "$cache/bb"
+  dpkg-deb -x "$cache/debs/$kpkg"_*.deb "$cache/kernel"
+  dpkg-deb -x "$cache"/debs/busybox-static_*.deb "$cache/bb"
+  local kver; kver=$(ls "$cache/kernel/lib/modules")
+  depmod -b "$cache/kernel" "$kver"
+  cp "$cache/kernel/boot/vmlinuz-$kver" "$cache/vmlinuz"
+
+  # The initramfs holds busybox and the modules needed to mount the 9p root.
+  local ir; ir=$(mktemp -d)
+  mkdir -p "$ir"/{bin,dev,proc,sys,newroot,lower,upper,mods}
+  cp "$cache/bb/bin/busybox" "$ir/bin/"
+  local m f seen=""
+  for m in virtio_pci 9pnet_virtio 9p overlay; do
+    for f in $(modprobe -d "$cache/kernel" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}'); do
+      case " $seen " in *" $f "*) ;; *) seen="$seen $f"; cp "$f" "$ir/mods/"; basename "$f" >>"$ir/mods/order";; esac
+    done
+  done
+  cat >"$ir/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in $(cat /mods/order); do insmod /mods/$m; done
+arg() { for w in $(cat /proc/cmdline); do case $w in $1=*) echo "${w#*=}";; esac; done; }
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower
+mount -t tmpfs -o size=80% tmpfs /upper; mkdir -p /upper/u /upper/w
+mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/u,workdir=/upper/w /newroot
+work=$(arg kipwork); kmods=$(arg kipkmods)
+mkdir -p /newroot$work /newroot/lib/modules
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 work /newroot$work
+mount --bind /lower$kmods /newroot/lib/modules
+umount /proc /sys /dev
+exec switch_root /newroot /bin/sh $work/.vm/boot.sh
+INIT
+  chmod +x "$ir/init"
+  (cd "$ir" && find . | cpio -o -H newc --quiet | gzip -1) >"$cache/initrd.gz"
+  rm -rf "$ir"
+  echo "$kver" >"$cache/kver"; echo "$kpkg" >"$cache/kpkg"
+  echo "vm.sh: kernel $kver ready in $cache" >&2
+}
+
+run() {
+  local mem=3072 cpus=${KIP_VM_CPUS:-$(nproc)} tmo=3000 fwd=""
+  while [ $# -gt 0 ]; do case $1 in
+    -m) mem=$2; shift 2;; -c) cpus=$2; shift 2;; -t) tmo=$2; shift 2;; -f) fwd=$2; shift 2;;
+    --) shift; break;; *) break;; esac; done
+  [ $# -gt 0 ] || { echo "usage: vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD..." >&2; exit 2; }
+  prepare
+  local nic=(-nic none) netup=":"
+  if [ -n "$fwd" ]; then
+    command -v socat >/dev/null || { echo "vm.sh: missing socat (make deps)" >&2; exit 2; }
+    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:socat - TCP:127.0.0.1:$fwd"
+         -device virtio-net-pci,netdev=n0)
+    netup="modprobe virtio_net; ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0"
+  fi
+  local work=$PWD kver; kver=$(cat "$cache/kver")
+  local st="$work/.vm"; rm -rf "$st"; mkdir -p "$st"
+  printf '%q ' "$@" >"$st/cmd"
+  cat >"$st/boot.sh" <<EOF
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm /run/netns /tmp
+mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm
+hostname kip-node
+ip link set lo up
+$netup
+for m in $(echo $modules); do modprobe \$m 2>/dev/null || echo "vm: cannot load \$m"; done
+cd $(printf %q "$work")
+export HOME=/root PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin KIP_IN_VM=1
+$(for v in ${KIP_VM_ENV:-}; do printf 'export %s=%q\n' "$v" "${!v:-}"; done)
+sh $(printf %q "$st/cmd") </dev/null >/dev/console 2>&1
+echo "\$?" >$(printf %q "$st/rc")
+sync; echo b >/proc/sysrq-trigger
+EOF
+  local accel=tcg cpu=max
+  if [ -w /dev/kvm ]; then accel=kvm; cpu=host; fi
+  local rc=0
+  timeout --foreground "$tmo" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "$cpus" -m "$mem" \
+    -nographic -no-reboot "${nic[@]}" \
+    -kernel "$cache/vmlinuz" -initrd "$cache/initrd.gz" \
+    -append "console=ttyS0 quiet panic=-1 kipwork=$work kipkmods=$cache/kernel/lib/modules" \
+    -fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap -device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
+    -fsdev local,id=w,path="$work",security_model=none,multidevs=remap -device virtio-9p-pci,fsdev=w,mount_tag=work \
+    </dev/null || rc=$?
+  if [ "$rc" -eq 124 ]; then echo "vm.sh: timed out after ${tmo}s" >&2; exit 124; fi
+  [ -f "$st/rc" ] || { echo "vm.sh: the VM gave no exit code" >&2; exit 125; }
+  exit "$(cat "$st/rc")"
+}
+
+case ${1:-} in
+  prepare) prepare;;
+  run) shift; run "$@";;
+  *) echo "usage: vm.sh prepare | run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD..." >&2; exit 2;;
+esac
