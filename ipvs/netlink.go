@@ -2,12 +2,15 @@ package ipvs
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
 	"syscall"
 
 	libipvs "github.com/moby/ipvs"
+	"github.com/sirupsen/logrus"
+	"github.com/vishvananda/netlink"
 )
 
 // Netlink talks to the kernel through a generic netlink socket.
@@ -19,15 +22,19 @@ type Netlink struct {
 var _ Interface = (*Netlink)(nil)
 
 // NewNetlink opens the IPVS table of the current network namespace. It fails
-// when the kernel has no IPVS (module not loaded or not built).
+// with a clear error when the kernel has no IPVS (module not loaded or not built).
 func NewNetlink() (*Netlink, error) {
+	// moby/ipvs misbehaves without the IPVS generic netlink family (it
+	// panics in GetConfig), so probe for the family first.
+	if _, err := netlink.GenlFamilyGet("IPVS"); err != nil {
+		return nil, fmt.Errorf("the kernel has no IPVS (load the ip_vs module on the node): %w", err)
+	}
+	// moby/ipvs reports through logrus; its messages (a failed modprobe in a
+	// container without one) would bypass our logger and say nothing new.
+	logrus.SetOutput(io.Discard)
 	h, err := libipvs.New("")
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink: %w", err)
-	}
-	if _, err := h.GetConfig(); err != nil {
-		h.Close()
-		return nil, fmt.Errorf("kernel has no usable IPVS (is ip_vs loaded?): %w", err)
 	}
 	return &Netlink{h: h}, nil
 }

@@ -1,0 +1,53 @@
+package proxier
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+func TestTrackerCoalescesChangesPerService(t *testing.T) {
+	notified := 0
+	tr := newChangeTracker(func() { notified++ })
+	a := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	tr.OnServiceAdd(a)
+	b := a.DeepCopy()
+	b.Spec.Ports[0].Port = 81
+	tr.OnServiceUpdate(a, b)
+	s := slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"})
+	tr.OnEndpointSliceAdd(s)
+
+	ins := tr.take(false)
+	if len(ins) != 1 || ins[0].service.Spec.Ports[0].Port != 81 || len(ins[0].slices) != 1 {
+		t.Fatalf("want one input with the latest service and its slice, got %+v", ins)
+	}
+	if ins[0].change.serviceEdits != 2 || ins[0].change.sliceEdits != 1 || notified != 3 {
+		t.Fatalf("edits %+v, notified %d", ins[0].change, notified)
+	}
+	if len(tr.take(false)) != 0 {
+		t.Fatal("take must clear pending changes")
+	}
+	if len(tr.take(true)) != 1 {
+		t.Fatal("a full take lists every known service")
+	}
+}
+
+func TestTrackerMovesRelabelledSlice(t *testing.T) {
+	tr := newChangeTracker(nil)
+	s := slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"})
+	tr.OnEndpointSliceAdd(s)
+	tr.take(false)
+	moved := s.DeepCopy()
+	moved.Labels[discovery.LabelServiceName] = "other"
+	tr.OnEndpointSliceUpdate(s, moved)
+	ins := tr.take(false)
+	if len(ins) != 2 {
+		t.Fatalf("both the old and the new owner changed, got %d inputs", len(ins))
+	}
+	for _, in := range ins {
+		if in.name.Name == "s" && len(in.slices) != 0 {
+			t.Fatal("the old owner still has the slice")
+		}
+	}
+}
