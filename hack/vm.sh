@@ -29,8 +29,11 @@ prepare() {
     command -v "${t%%:*}" >/dev/null || { echo "vm.sh: missing ${t%%:*} (make deps installs ${t##*:})" >&2; exit 2; }
   done
   local kpkg=${KIP_KERNEL_PKG:-}
+  resolve() { apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*\)/\1/p' | head -1; }
   if [ -z "$kpkg" ]; then
-    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*\)/\1/p' | head -1)
+    kpkg=$(resolve)
+    # A fresh machine may have no package lists yet.
+    [ -n "$kpkg" ] || { apt-get update -qq >/dev/null 2>&1 || true; kpkg=$(resolve); }
   fi
   [ -n "$kpkg" ] || { echo "vm.sh: cannot resolve the kernel package (run apt-get update)" >&2; exit 2; }
   if [ -f "$cache/kpkg" ] && [ "$(cat "$cache/kpkg")" = "$kpkg" ] && [ -f "$cache/initrd.gz" ]; then

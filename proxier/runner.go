@@ -5,18 +5,26 @@ import (
 	"time"
 )
 
-// runner calls fn when triggered, at most once per minInterval, and at least
-// once per maxInterval. Triggers that arrive while fn runs or while it waits
-// out minInterval collapse into one run.
+// runBurst is how many runs may follow each other without waiting
+// minInterval, as upstream's bounded-frequency runner allows.
+const runBurst = 2
+
+// runner calls fn when triggered, at most runBurst times in a row and
+// otherwise once per minInterval, and at least once per maxInterval.
+// Triggers that arrive while fn runs or waits collapse into one run.
 type runner struct {
 	fn          func()
 	minInterval time.Duration
 	maxInterval time.Duration
 	trigger     chan struct{}
+
+	tokens float64 // runs allowed now, refilled at one per minInterval
+	last   time.Time
 }
 
 func newRunner(fn func(), minInterval, maxInterval time.Duration) *runner {
-	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval, trigger: make(chan struct{}, 1)}
+	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval,
+		trigger: make(chan struct{}, 1), tokens: runBurst}
 }
 
 // Trigger asks for a run soon; it never blocks.
@@ -32,11 +40,29 @@ func (r *runner) RetryAfter(d time.Duration) {
 	time.AfterFunc(d, r.Trigger)
 }
 
+// wait returns how long the next run must wait for a token, taking it.
+func (r *runner) wait(now time.Time) time.Duration {
+	if r.minInterval <= 0 {
+		return 0
+	}
+	if !r.last.IsZero() {
+		r.tokens = min(runBurst, r.tokens+float64(now.Sub(r.last))/float64(r.minInterval))
+	}
+	r.last = now
+	if r.tokens >= 1 {
+		r.tokens--
+		return 0
+	}
+	d := time.Duration((1 - r.tokens) * float64(r.minInterval))
+	r.tokens = 0
+	r.last = now.Add(d)
+	return d
+}
+
 // Loop runs until ctx is done.
 func (r *runner) Loop(ctx context.Context) {
 	timer := time.NewTimer(r.maxInterval)
 	defer timer.Stop()
-	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -44,14 +70,13 @@ func (r *runner) Loop(ctx context.Context) {
 		case <-r.trigger:
 		case <-timer.C:
 		}
-		if wait := r.minInterval - time.Since(last); wait > 0 {
+		if d := r.wait(time.Now()); d > 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(wait):
+			case <-time.After(d):
 			}
 		}
-		last = time.Now()
 		r.fn()
 		if !timer.Stop() {
 			select {

@@ -1,0 +1,57 @@
+package proxier
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestRunnerRateLimitsWithBurst(t *testing.T) {
+	r := newRunner(nil, time.Second, time.Minute)
+	now := time.Unix(0, 0)
+	if r.wait(now) != 0 || r.wait(now) != 0 {
+		t.Fatal("the first two runs may go at once")
+	}
+	if d := r.wait(now); d != time.Second {
+		t.Fatalf("third run waits %s, want 1s", d)
+	}
+	if d := r.wait(now.Add(time.Second)); d != time.Second {
+		t.Fatalf("sustained rate is one per min interval, got wait %s", d)
+	}
+	if d := r.wait(now.Add(10 * time.Second)); d != 0 {
+		t.Fatalf("after a quiet spell the burst is back, got wait %s", d)
+	}
+}
+
+func TestRunnerCollapsesTriggersDuringARun(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	runs := 0
+	r := newRunner(func() {
+		runs++
+		started <- struct{}{}
+		<-release
+	}, 0, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Loop(ctx); close(done) }()
+
+	r.Trigger()
+	<-started
+	for i := 0; i < 10; i++ {
+		r.Trigger() // arrive while the first run is busy
+	}
+	release <- struct{}{}
+	<-started // exactly one more run for the ten triggers
+	cancel()
+	release <- struct{}{}
+	<-done
+	select {
+	case <-started:
+		t.Fatal("more than one run for triggers that arrived during a run")
+	default:
+	}
+	if runs != 2 {
+		t.Fatalf("runs = %d, want 2", runs)
+	}
+}
