@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -14,12 +15,26 @@ type Interface interface {
 	EnsureRule(table, chain string, rule ...string) error
 	// Restore applies an iptables-restore payload without flushing unnamed chains.
 	Restore(payload []byte) error
+	// Save returns iptables-save's output for every table.
+	Save() ([]byte, error)
+}
+
+// RuleSpec renders a rule as iptables-save prints it after "-A CHAIN ".
+func RuleSpec(rule []string) string {
+	parts := make([]string, len(rule))
+	for i, a := range rule {
+		if strings.ContainsAny(a, " \t\"") {
+			a = strconv.Quote(a)
+		}
+		parts[i] = a
+	}
+	return strings.Join(parts, " ")
 }
 
 // Exec runs the iptables binaries (iptables-nft or iptables-legacy, whichever
 // the node's alternatives pick, as upstream kube-proxy's image does).
 type Exec struct {
-	IPTables, IPTablesRestore string
+	IPTables, IPTablesRestore, IPTablesSave string
 }
 
 var _ Interface = Exec{}
@@ -34,7 +49,11 @@ func NewIPv4() (Exec, error) {
 	if err != nil {
 		return Exec{}, fmt.Errorf("iptables-restore not found: %w", err)
 	}
-	return Exec{IPTables: ipt, IPTablesRestore: restore}, nil
+	save, err := exec.LookPath("iptables-save")
+	if err != nil {
+		return Exec{}, fmt.Errorf("iptables-save not found: %w", err)
+	}
+	return Exec{IPTables: ipt, IPTablesRestore: restore, IPTablesSave: save}, nil
 }
 
 func (e Exec) EnsureRule(table, chain string, rule ...string) error {
@@ -58,11 +77,20 @@ func (e Exec) Restore(payload []byte) error {
 	return nil
 }
 
+func (e Exec) Save() ([]byte, error) {
+	out, err := exec.Command(e.IPTablesSave).Output()
+	if err != nil {
+		return nil, fmt.Errorf("iptables-save: %w", err)
+	}
+	return out, nil
+}
+
 // Fake records what would have been written.
 type Fake struct {
 	mu       sync.Mutex
 	Rules    []string
 	Payloads []string
+	saved    []string
 }
 
 var _ Interface = (*Fake)(nil)
@@ -77,7 +105,19 @@ func (f *Fake) EnsureRule(table, chain string, rule ...string) error {
 		}
 	}
 	f.Rules = append(f.Rules, r)
+	f.saved = append(f.saved, "-A "+chain+" "+RuleSpec(rule))
 	return nil
+}
+
+// Save prints the ensured rules as iptables-save would (table markers omitted).
+func (f *Fake) Save() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, r := range f.saved {
+		b.WriteString(r + "\n")
+	}
+	return []byte(b.String()), nil
 }
 
 func (f *Fake) Restore(payload []byte) error {

@@ -3,6 +3,7 @@ package proxier
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
@@ -93,17 +94,30 @@ func gluePayload(cfg *Config) []byte {
 	return b.Bytes()
 }
 
-// writeGlue ensures the jumps and rewrites our chains atomically.
+// writeGlue rewrites our chains atomically and inserts any missing jump.
+// It costs two iptables runs when nothing is missing (one save, one
+// restore), which keeps the periodic drift check cheap.
 func writeGlue(ipt iptables.Interface, cfg *Config) error {
 	// Chains must exist before a jump to them can be inserted.
 	if err := ipt.Restore(gluePayload(cfg)); err != nil {
 		return err
+	}
+	saved, err := ipt.Save()
+	if err != nil {
+		return err
+	}
+	present := map[string]bool{}
+	for _, l := range strings.Split(string(saved), "\n") {
+		present[l] = true
 	}
 	// Each missing jump is inserted at the top, so walk the list backwards
 	// to end with upstream's order.
 	rules := jumpRules()
 	for i := len(rules) - 1; i >= 0; i-- {
 		j := rules[i]
+		if present["-A "+j.chain+" "+iptables.RuleSpec(j.rule)] {
+			continue
+		}
 		if err := ipt.EnsureRule(j.table, j.chain, j.rule...); err != nil {
 			return err
 		}
