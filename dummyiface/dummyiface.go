@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
 // DefaultLinkName is the link upstream kube-proxy uses; keeping it makes us a drop-in.
@@ -72,17 +74,24 @@ func (n *Netlink) linkLocked() (netlink.Link, error) {
 	return n.link, nil
 }
 
+// Addresses lists the link's addresses; a missing link has none. It looks
+// the link up by name every time: listing by a stale index (the link deleted
+// and re-created behind our back) would silently return nothing.
 func (n *Netlink) Addresses() ([]netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	link, err := n.linkLocked()
+	link, err := netlink.LinkByName(n.name)
 	if err != nil {
-		return nil, err
+		n.link = nil
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("look up link %s: %w", n.name, err)
 	}
+	n.link = link
 	list, err := netlink.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
-		// The link may have been deleted and re-created behind our back.
-		n.link = nil
 		return nil, fmt.Errorf("list addresses of %s: %w", n.name, err)
 	}
 	out := make([]netip.Addr, 0, len(list))
@@ -133,7 +142,7 @@ type Fake struct {
 	mu    sync.Mutex
 	Exist bool
 	addrs map[netip.Addr]bool
-	Ops   []string
+	ops   oplog.Log
 }
 
 var _ Interface = (*Fake)(nil)
@@ -163,7 +172,7 @@ func (f *Fake) AddAddress(a netip.Addr) error {
 	if !f.Exist {
 		return fmt.Errorf("bind %s: no link", a)
 	}
-	f.Ops = append(f.Ops, "add-addr "+a.String())
+	f.ops.Record("add-addr " + a.String())
 	f.addrs[a] = true
 	return nil
 }
@@ -171,19 +180,13 @@ func (f *Fake) AddAddress(a netip.Addr) error {
 func (f *Fake) DeleteAddress(a netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Ops = append(f.Ops, "delete-addr "+a.String())
+	f.ops.Record("delete-addr " + a.String())
 	delete(f.addrs, a)
 	return nil
 }
 
 // TakeOps returns the recorded operations and clears the record.
-func (f *Fake) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.Ops
-	f.Ops = nil
-	return ops
-}
+func (f *Fake) TakeOps() []string { return f.ops.Take() }
 
 // Dump lists the bound addresses, sorted, one per line.
 func (f *Fake) Dump() string {

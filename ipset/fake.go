@@ -5,14 +5,16 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
 // Fake is an in-memory ipset store with kernel semantics: entries go only
-// into sets that exist. Ops records every mutating call.
+// into sets that exist. TakeOps returns every mutating call.
 type Fake struct {
 	mu   sync.Mutex
 	sets map[string]*fakeSet
-	Ops  []string
+	ops  oplog.Log
 }
 
 type fakeSet struct {
@@ -62,7 +64,7 @@ func (f *Fake) AddEntry(name string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	f.Ops = append(f.Ops, fmt.Sprintf("add-entry %s %s", name, e))
+	f.ops.Record(fmt.Sprintf("add-entry %s %s", name, e))
 	s.entries[e] = true
 	return nil
 }
@@ -74,19 +76,13 @@ func (f *Fake) DeleteEntry(name string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	f.Ops = append(f.Ops, fmt.Sprintf("delete-entry %s %s", name, e))
+	f.ops.Record(fmt.Sprintf("delete-entry %s %s", name, e))
 	delete(s.entries, e)
 	return nil
 }
 
 // TakeOps returns the recorded operations and clears the record.
-func (f *Fake) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.Ops
-	f.Ops = nil
-	return ops
-}
+func (f *Fake) TakeOps() []string { return f.ops.Take() }
 
 // Dump prints non-empty sets as `ipset save` would list their entries, sorted.
 func (f *Fake) Dump() string {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
 // Errors the fake returns where the kernel returns EEXIST / ENOENT / ESRCH.
@@ -16,11 +18,11 @@ var (
 )
 
 // Fake is an in-memory IPVS table with kernel semantics, for unit tests.
-// Ops records every mutating call so tests can assert the work done.
+// TakeOps returns every mutating call so tests can assert the work done.
 type Fake struct {
 	mu      sync.Mutex
 	servers map[Key]*fakeServer
-	Ops     []string
+	ops     oplog.Log
 	// FailNext, when set, makes the next mutating call whose op string
 	// starts with it fail once.
 	FailNext string
@@ -41,18 +43,12 @@ func (f *Fake) op(format string, args ...any) error {
 		f.FailNext = ""
 		return fmt.Errorf("%s: injected failure", s)
 	}
-	f.Ops = append(f.Ops, s)
+	f.ops.Record(s)
 	return nil
 }
 
 // TakeOps returns the recorded operations and clears the record.
-func (f *Fake) TakeOps() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ops := f.Ops
-	f.Ops = nil
-	return ops
-}
+func (f *Fake) TakeOps() []string { return f.ops.Take() }
 
 func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 	f.mu.Lock()
