@@ -9,7 +9,7 @@ BIN        := bin
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build test unit e2e demo deps k8s-bins vm-kernel lint clean
+.PHONY: all build test unit e2e demo bench bench-quick deps k8s-bins vm-kernel lint clean
 
 all: build
 
@@ -21,6 +21,7 @@ e2e-bins: build
 	$(GO) build -o $(BIN)/testcluster ./e2e/testcluster
 	$(GO) build -o $(BIN)/echo ./e2e/echo
 	$(GO) build -o $(BIN)/demo ./e2e/demo
+	$(GO) build -o $(BIN)/bench ./bench
 	$(GO) test -c -tags e2e -o $(BIN)/e2e.test ./e2e
 
 deps:
@@ -55,6 +56,19 @@ demo: e2e-bins k8s-bins vm-kernel
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/demo -- \
 	  sh -c 'hack/vm.sh run -t 900 -f $$KIP_APISERVER_PORT -- $(BIN)/demo'
+
+# Benchmarks: kube-ipvs-proxy, upstream kube-proxy and a raw-netlink floor on
+# the same kernel and objects, in the VM. Results go to
+# bench/results/<date>-<commit>/ (results.json, report.md); latest links to it.
+BENCH_SCALES ?= $(if $(filter large,$(BENCH_SCALE)),1000$(comma)10000$(comma)50000,1000$(comma)10000)
+comma := ,
+bench-quick: BENCH_SCALES = 1000
+bench-quick bench: e2e-bins k8s-bins vm-kernel
+	@dir=bench/results/$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); mkdir -p $$dir; \
+	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
+	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench -- \
+	  sh -c "hack/vm.sh run -m 6144 -t 3600 -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -out $$dir" \
+	&& ln -sfn $$(basename $$dir) bench/results/latest && echo "report: $$dir/report.md"
 
 clean:
 	rm -rf $(BIN) .vm

@@ -164,3 +164,14 @@ func (n *Netlink) DeleteEntry(set string, e Entry) error {
 	}
 	return nil
 }
+
+// Has tests for one entry without listing the set.
+func (n *Netlink) Has(set string, e Entry) (bool, error) {
+	le, err := toLib(e)
+	if err != nil {
+		return false, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.h.IpsetTest(set, le)
+}

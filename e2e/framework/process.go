@@ -129,3 +129,30 @@ func WaitSynced(p *Process, since time.Time, timeout time.Duration) error {
 		return nil
 	})
 }
+
+// Usage is a process's CPU time so far and its resident memory now.
+type Usage struct {
+	CPU   time.Duration
+	RSSMB float64
+}
+
+// Usage reads /proc for the process; it fails once the process has ended.
+func (p *Process) Usage() (Usage, error) {
+	var u Usage
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	if len(f) < 22 {
+		return u, fmt.Errorf("short /proc stat for %s", p.Name)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	rssPages, _ := strconv.ParseInt(f[21], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	u.CPU = time.Duration(utime+stime) * time.Second / ticks
+	u.RSSMB = float64(rssPages*int64(os.Getpagesize())) / (1 << 20)
+	return u, nil
+}

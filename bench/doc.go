@@ -1,0 +1,9 @@
+// Command bench measures kube-ipvs-proxy beside upstream kube-proxy (IPVS
+// mode) and a raw-netlink floor, on the same kernel and the same API objects,
+// inside the test VM. `make bench-quick` (1k Services) and `make bench` run it
+// and write bench/results/<date>-<commit>/{results.json,report.md}.
+//
+// Scenarios so far: cold start (time until the kernel holds the complete
+// state, and until default/kubernetes alone is programmed) and one change
+// (an endpoint added to one Service: write → kernel latency).
+package main

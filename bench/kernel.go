@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// kernel reads the state a proxier has programmed, over netlink and /proc.
+type kernel struct {
+	ipvs  *ipvs.Netlink
+	sets  *ipset.Netlink
+	links *dummyiface.Netlink
+}
+
+func openKernel() (kernel, error) {
+	v, err := ipvs.NewNetlink()
+	if err != nil {
+		return kernel{}, err
+	}
+	s, err := ipset.NewNetlink()
+	if err != nil {
+		return kernel{}, err
+	}
+	return kernel{ipvs: v, sets: s, links: dummyiface.NewNetlink(dummyiface.DefaultLinkName)}, nil
+}
+
+var (
+	kubeVIP  = netip.MustParseAddr("10.96.0.1")
+	kubeKey  = ipvs.Key{Address: kubeVIP, Protocol: ipvs.TCP, Port: 443}
+	kubeReal = netip.MustParseAddrPort("10.0.2.100:6443")
+)
+
+// kubernetesReady says whether default/kubernetes alone is fully programmed:
+// virtual server with its real server, VIP, ipset entries and masquerade rules.
+func (k kernel) kubernetesReady() bool {
+	reals, err := k.ipvs.RealServers(kubeKey)
+	if err != nil || len(reals) == 0 || reals[0].ID() != kubeReal || reals[0].Weight != 1 {
+		return false
+	}
+	if ok, err := k.sets.Has("KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: "tcp", Port: 443}); err != nil || !ok {
+		return false
+	}
+	if ok, err := k.sets.Has("KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}); err != nil || !ok {
+		return false
+	}
+	addrs, err := k.links.Addresses()
+	if err != nil || !contains(addrs, kubeVIP) {
+		return false
+	}
+	return true
+}
+
+func contains(list []netip.Addr, a netip.Addr) bool {
+	for _, x := range list {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// complete says whether the kernel holds the whole desired state for n
+// Services of perService endpoints plus default/kubernetes; the string says
+// what is missing.
+func (k kernel) complete(n, perService int) (bool, string) {
+	vss, err := k.ipvs.VirtualServers()
+	if err != nil {
+		return false, err.Error()
+	}
+	if len(vss) < n+1 {
+		return false, fmt.Sprintf("%d/%d virtual servers", len(vss), n+1)
+	}
+	// /proc/net/ip_vs lists every real server in one read, where netlink
+	// needs a request per virtual server.
+	table, err := os.ReadFile("/proc/net/ip_vs")
+	if err != nil {
+		return false, err.Error()
+	}
+	reals := strings.Count(string(table), "Masq")
+	if want := n*perService + 1; reals < want {
+		return false, fmt.Sprintf("%d/%d real servers", reals, want)
+	}
+	addrs, err := k.links.Addresses()
+	if err != nil || len(addrs) < n+1 {
+		return false, fmt.Sprintf("%d/%d addresses (%v)", len(addrs), n+1, err)
+	}
+	for _, set := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-IPS"} {
+		entries, err := k.sets.Entries(set)
+		if err != nil || len(entries) < n+1 {
+			return false, fmt.Sprintf("%s %d/%d entries (%v)", set, len(entries), n+1, err)
+		}
+	}
+	return true, ""
+}
+
+// hasReal says whether a real server is present with a non-zero weight.
+func (k kernel) hasReal(key ipvs.Key, id netip.AddrPort) bool {
+	reals, err := k.ipvs.RealServers(key)
+	if err != nil {
+		return false
+	}
+	for _, r := range reals {
+		if r.ID() == id && r.Weight > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+)
+
+const namespace = "bench"
+
+// Addresses: Service i gets 10.96.1.0+i (clear of 10.96.0.1, the kubernetes
+// Service); endpoint j of Service i gets 10.128.0.0 + i*E + j.
+func serviceIP(i int) netip.Addr { return offset(netip.MustParseAddr("10.96.1.0"), i) }
+
+func endpointIP(i, j, perService int) netip.Addr {
+	return offset(netip.MustParseAddr("10.128.0.0"), i*perService+j)
+}
+
+func offset(base netip.Addr, n int) netip.Addr {
+	b := base.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + uint32(n)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func serviceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
+
+func benchSlice(i, perService int, extra ...netip.Addr) *discovery.EndpointSlice {
+	var eps []discovery.Endpoint
+	for j := 0; j < perService; j++ {
+		eps = append(eps, framework.Endpoint(endpointIP(i, j, perService).String(), "other-node", true))
+	}
+	for _, a := range extra {
+		eps = append(eps, framework.Endpoint(a.String(), "other-node", true))
+	}
+	return framework.Slice(namespace, serviceName(i), serviceName(i)+"-1",
+		[]discovery.EndpointPort{framework.SlicePort("http", v1.ProtocolTCP, 8080)}, eps...)
+}
+
+// ensureObjects creates Services 0..n-1 with their slices (those that exist
+// are kept), plus an endpoint for default/kubernetes so that it programs a
+// real server as on a real cluster.
+func ensureObjects(env *framework.Env, n, perService int, progress func(done int)) error {
+	if err := env.CreateNamespace(namespace); err != nil {
+		return err
+	}
+	kube := framework.Slice("default", "kubernetes", "kubernetes",
+		[]discovery.EndpointPort{framework.SlicePort("https", v1.ProtocolTCP, 6443)},
+		framework.Endpoint("10.0.2.100", "", true))
+	if err := env.Apply(kube); err != nil {
+		return err
+	}
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	existing, err := env.Admin.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, s := range existing.Items {
+		have[s.Name] = true
+	}
+	work := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := len(have)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				svc := framework.ClusterIPService(namespace, serviceName(i), serviceIP(i).String(),
+					framework.Port("http", v1.ProtocolTCP, 80, 8080))
+				err := env.Apply(svc, benchSlice(i, perService))
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				mu.Lock()
+				done++
+				if done%500 == 0 {
+					progress(done)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if !have[serviceName(i)] {
+			work <- i
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
