@@ -91,6 +91,9 @@ type Fake struct {
 	Rules    []string
 	Payloads []string
 	saved    []string
+	// FailRestore, when set, is returned by Restore (as a failing
+	// iptables-restore would).
+	FailRestore error
 }
 
 var _ Interface = (*Fake)(nil)
@@ -123,6 +126,9 @@ func (f *Fake) Save() ([]byte, error) {
 func (f *Fake) Restore(payload []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.FailRestore != nil {
+		return f.FailRestore
+	}
 	f.Payloads = append(f.Payloads, string(payload))
 	return nil
 }

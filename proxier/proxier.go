@@ -49,6 +49,10 @@ type Proxier struct {
 	// Owned by the sync goroutine.
 	lastFull time.Time
 	needFull bool
+	// After a failed sync the kernel is re-read at fullAt, with backoff, so a
+	// persistently failing object does not turn every sync into a full one.
+	fullAt   time.Time
+	failures int
 	problems map[types.NamespacedName]string
 	services map[types.NamespacedName]*v1.Service
 }
@@ -118,7 +122,7 @@ func (p *Proxier) syncOnce() {
 		return
 	}
 	start := time.Now()
-	full := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod
+	full := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 	inputs := p.changeTracker.take(full)
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
@@ -131,16 +135,19 @@ func (p *Proxier) syncOnce() {
 	p.metrics.KernelOpsTotal.Add(float64(p.rec.ops - opsBefore))
 	if err != nil {
 		p.metrics.SyncFailuresTotal.Inc()
-		p.log.Error("sync failed; retrying with a full sync", zap.Error(err), zap.Bool("full", full))
-		// The reconciler keeps failed keys dirty; a full sync also re-reads
-		// the kernel in case our picture of it was wrong.
-		p.needFull = true
-		p.runner.RetryAfter(max(p.cfg.MinSyncPeriod, time.Second))
+		// The reconciler keeps failed keys dirty, so every sync retries
+		// them; a full sync after a backoff also re-reads the kernel in case
+		// our picture of it was wrong.
+		backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.failures, 10))
+		p.failures++
+		p.fullAt = time.Now().Add(backoff)
+		p.log.Error("sync failed; retrying", zap.Error(err), zap.Bool("full", full), zap.Duration("fullSyncIn", backoff))
+		p.runner.RetryAfter(backoff)
 		return
 	}
 	now := time.Now()
 	if full {
-		p.lastFull, p.needFull = now, false
+		p.lastFull, p.needFull, p.fullAt, p.failures = now, false, time.Time{}, 0
 	}
 	for _, in := range inputs {
 		if in.change == nil {
@@ -159,17 +166,28 @@ func (p *Proxier) syncOnce() {
 }
 
 func (p *Proxier) sync(inputs []serviceInput, full bool) error {
-	if full {
-		if err := p.setupKernel(); err != nil {
-			return err
-		}
-	}
+	// Record what is wanted before touching the kernel: the inputs are gone
+	// from the tracker, so a kernel failure must not lose them.
 	for _, in := range inputs {
 		st, problems := desiredState(in.service, in.slices, &p.cfg)
 		p.report(in, problems)
 		p.rec.setService(in.name, st)
 	}
 	if full {
+		// A full sync saw every Service the tracker knows; anything else the
+		// reconciler still holds is gone.
+		seen := make(map[types.NamespacedName]bool, len(inputs))
+		for _, in := range inputs {
+			seen[in.name] = true
+		}
+		for name := range p.rec.byService {
+			if !seen[name] {
+				p.rec.setService(name, serviceState{})
+			}
+		}
+		if err := p.setupKernel(); err != nil {
+			return err
+		}
 		if err := p.rec.refresh(); err != nil {
 			return err
 		}

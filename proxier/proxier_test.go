@@ -95,3 +95,60 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 		t.Fatal("the good port must still be programmed")
 	}
 }
+
+func TestProxierKeepsDeletionsAcrossAFailedFullSync(t *testing.T) {
+	p, k, ipt, _ := newTestProxier(t)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	p.OnServiceAdd(web)
+	p.SyncNow()
+	if k.ipvs.Dump() == "" {
+		t.Fatal("service not programmed")
+	}
+
+	// The Service is deleted, and the next (full) sync fails before it
+	// reaches the kernel.
+	p.OnServiceDelete(web)
+	p.needFull = true
+	ipt.FailRestore = fmt.Errorf("iptables-restore: injected failure")
+	p.SyncNow()
+	if k.ipvs.Dump() == "" {
+		t.Fatal("the failed sync should not have reached the IPVS table")
+	}
+
+	// Once the kernel works again, the retry removes it.
+	ipt.FailRestore = nil
+	p.fullAt = time.Now()
+	p.SyncNow()
+	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
+		t.Fatalf("deleted service left state after recovery:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+	}
+}
+
+func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
+	p, k, ipt, _ := newTestProxier(t)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow() // the first, full sync
+	restores := len(ipt.Payloads)
+
+	k.ipvs.FailNext = "add-vs 10.96.0.10"
+	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	p.SyncNow()
+	if p.fullAt.IsZero() {
+		t.Fatal("a failed sync must schedule a full re-read")
+	}
+	// Another change right after is applied by a partial sync, which also
+	// retries the failed object.
+	other := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	other.Name = "other"
+	p.OnServiceAdd(other)
+	p.SyncNow()
+	if len(ipt.Payloads) != restores {
+		t.Fatal("a sync before the backoff ran a full sync")
+	}
+	if d := k.ipvs.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
+		t.Fatalf("both services should be programmed by now:\n%s", d)
+	}
+}
