@@ -144,3 +144,27 @@ func TestRestartLosesNothing(t *testing.T) {
 		t.Errorf("restarted proxier wrote %v kernel objects, want 0 (everything was in place)", ops)
 	}
 }
+
+// TestLinkDeletedBehindOurBack: deleting kube-ipvs0 (and with it every VIP)
+// is repaired by the next periodic sync. Serial: it briefly breaks every Service.
+func TestLinkDeletedBehindOurBack(t *testing.T) {
+	ourProxier(t)
+	const ns = "link"
+	mustNamespace(t, ns)
+	a := mustPod(t, "link-a", "10.244.24.1", true)
+	client := mustPod(t, "link-client", "10.244.24.100", false)
+	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.24.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
+		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
+			framework.Endpoint(a.IP.String(), "", true)))
+	vip := ap("10.96.24.10:80")
+	waitAnswerSet(t, client.HTTP, vip, "link-a", 2, 30*time.Second)
+
+	if out, err := exec.Command("ip", "link", "del", "kube-ipvs0").CombinedOutput(); err != nil {
+		t.Fatalf("ip link del kube-ipvs0: %v: %s", err, out)
+	}
+	// The sync period is 5 s; allow two of them.
+	waitAnswerSet(t, client.HTTP, vip, "link-a", 2, 12*time.Second)
+	if !hasAddress(t, vip.Addr()) || !hasAddress(t, mustAddr("10.96.0.1")) {
+		t.Fatal("VIPs not re-bound on the re-created kube-ipvs0")
+	}
+}
