@@ -128,9 +128,8 @@ func TestDriftRepair(t *testing.T) {
 	mustNamespace(t, ns)
 	a := mustPod(t, "drift-a", "10.244.22.1", true)
 	client := mustPod(t, "drift-client", "10.244.22.100", false)
-	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.22.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
-		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
-			framework.Endpoint(a.IP.String(), "", true)))
+	svc, slice := webService(ns, "10.96.22.10", a)
+	mustApply(t, svc, slice)
 	vip := ap("10.96.22.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "drift-a", 2, 30*time.Second)
 

@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"net/netip"
 	"slices"
 	"sort"
@@ -125,6 +128,16 @@ func hasEntry(t *testing.T, set string, e ipset.Entry) bool {
 		t.Fatal(err)
 	}
 	return slices.Contains(list, e)
+}
+
+// webService is Service ns/web on vip:80/TCP with the pods behind it on 8080.
+func webService(ns, vip string, pods ...*framework.Pod) (*v1.Service, *discovery.EndpointSlice) {
+	var eps []discovery.Endpoint
+	for _, p := range pods {
+		eps = append(eps, framework.Endpoint(p.IP.String(), "", true))
+	}
+	return framework.ClusterIPService(ns, "web", vip, framework.Port("", v1.ProtocolTCP, 80, 8080)),
+		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)}, eps...)
 }
 
 func eventually(t *testing.T, what string, timeout time.Duration, fn func() error) {

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
-
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 )
 
@@ -51,9 +48,8 @@ func TestRestartLosesNothing(t *testing.T) {
 	mustNamespace(t, ns)
 	a, b := mustPod(t, "restart-a", "10.244.23.1", true), mustPod(t, "restart-b", "10.244.23.2", true)
 	client := mustPod(t, "restart-client", "10.244.23.100", false)
-	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.23.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
-		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
-			framework.Endpoint(a.IP.String(), "", true), framework.Endpoint(b.IP.String(), "", true)))
+	svc, slice := webService(ns, "10.96.23.10", a, b)
+	mustApply(t, svc, slice)
 	vip := ap("10.96.23.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "restart-a,restart-b", 4, 30*time.Second)
 
@@ -153,9 +149,8 @@ func TestLinkDeletedBehindOurBack(t *testing.T) {
 	mustNamespace(t, ns)
 	a := mustPod(t, "link-a", "10.244.24.1", true)
 	client := mustPod(t, "link-client", "10.244.24.100", false)
-	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.24.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
-		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
-			framework.Endpoint(a.IP.String(), "", true)))
+	svc, slice := webService(ns, "10.96.24.10", a)
+	mustApply(t, svc, slice)
 	vip := ap("10.96.24.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "link-a", 2, 30*time.Second)
 
