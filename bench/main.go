@@ -73,7 +73,15 @@ func main() {
 	flag.DurationVar(&o.upstreamCap, "upstream-cap", 3*time.Minute, "time cap per upstream kube-proxy scenario after its cold start")
 	flag.DurationVar(&o.upstreamColdCap, "upstream-cold-cap", 8*time.Minute, "time cap for upstream kube-proxy's cold start")
 	flag.StringVar(&o.out, "out", "", "results directory")
+	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
 	flag.Parse()
+	if *render != "" {
+		if err := rerender(*render); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, s := range strings.Split(*scales, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -288,6 +296,18 @@ func oneChange(env *framework.Env, k kernel, p *framework.Process, name string, 
 func masqueradeRules() bool {
 	out, err := framework.Output("iptables-save", "-t", "nat")
 	return err == nil && strings.Contains(out, "-A KUBE-POSTROUTING") && strings.Contains(out, "-A KUBE-SERVICES")
+}
+
+func rerender(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var records []record
+	if err := json.Unmarshal(data, &records); err != nil {
+		return err
+	}
+	return writeResults(dir, records)
 }
 
 func writeResults(dir string, records []record) error {

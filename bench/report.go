@@ -20,7 +20,10 @@ func ratio(a, b *float64) string {
 	if a == nil || b == nil || *b == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f×", *a / *b)
+	if r := *a / *b; r < 1 {
+		return fmt.Sprintf("1/%.3g", 1/r) // N times lower
+	}
+	return fmt.Sprintf("%.3g×", *a / *b)
 }
 
 func fmtF(v *float64, unit string) string {
