@@ -53,8 +53,9 @@ type Proxier struct {
 	// persistently failing object does not turn every sync into a full one.
 	fullAt   time.Time
 	failures int
+	// reads delivers the drift check's kernel read while one is in flight.
+	reads    chan kernelRead
 	problems map[types.NamespacedName]string
-	services map[types.NamespacedName]*v1.Service
 }
 
 // New builds a proxier; nothing touches the kernel before Run.
@@ -72,7 +73,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		names[i] = s.Name
 	}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded)
-	p.runner = newRunner(p.syncOnce, cfg.MinSyncPeriod, cfg.SyncPeriod)
+	p.runner = newRunner(func() { p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	return p
 }
@@ -90,9 +91,6 @@ func (p *Proxier) queued() {
 func (p *Proxier) Run(ctx context.Context) {
 	p.runner.Loop(ctx)
 }
-
-// SyncNow runs one sync on the caller's goroutine; for tests and tools.
-func (p *Proxier) SyncNow() { p.syncOnce() }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
 // and the iptables glue. All of it is idempotent and keeps existing state.
@@ -116,28 +114,46 @@ func (p *Proxier) setupKernel() error {
 	return nil
 }
 
-func (p *Proxier) syncOnce() {
+// kernelRead is the result of a drift check's kernel read.
+type kernelRead struct {
+	view    *kernelView
+	err     error
+	started time.Time
+}
+
+// SyncNow runs one sync on the caller's goroutine, doing a due drift check
+// inline rather than in the background; for tests and tools.
+func (p *Proxier) SyncNow() { p.syncOnce(true) }
+
+func (p *Proxier) syncOnce(inline bool) {
 	if !p.changeTracker.synced() {
 		p.log.Debug("skipping sync: informer caches not synced yet")
 		return
 	}
 	start := time.Now()
-	full := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
-	inputs := p.changeTracker.take(full)
+	// The first sync recomputes every Service and adopts the kernel before
+	// writing anything; later syncs take only the changed Services.
+	first := p.lastFull.IsZero()
+	inputs := p.changeTracker.take(first)
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
 	p.metrics.EndpointChangesPending.Set(float64(e))
+	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 
 	opsBefore := p.rec.ops
-	err := p.sync(inputs, full)
+	read, err := p.sync(inputs, first, due, inline)
+	full := read != nil
 	elapsed := time.Since(start)
+	if full {
+		elapsed = time.Since(read.started)
+	}
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(p.rec.ops - opsBefore))
 	if err != nil {
 		p.metrics.SyncFailuresTotal.Inc()
 		// The reconciler keeps failed keys dirty, so every sync retries
-		// them; a full sync after a backoff also re-reads the kernel in case
-		// our picture of it was wrong.
+		// them; a drift check after a backoff also re-reads the kernel in
+		// case our picture of it was wrong.
 		backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.failures, 10))
 		p.failures++
 		p.fullAt = time.Now().Add(backoff)
@@ -165,7 +181,21 @@ func (p *Proxier) syncOnce() {
 		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed))
 }
 
-func (p *Proxier) sync(inputs []serviceInput, full bool) error {
+// readKernel sets up what every sync relies on and reads the kernel for a
+// drift check. It touches no reconciler state, so it can run in the background.
+func (p *Proxier) readKernel() kernelRead {
+	r := kernelRead{started: time.Now()}
+	if r.err = p.setupKernel(); r.err == nil {
+		r.view, r.err = p.rec.readKernel()
+	}
+	return r
+}
+
+// sync applies the changed Services. When a drift check is due it starts a
+// kernel read, in the background unless inline; when a read has completed it
+// adopts it first, so that the apply also repairs drift. It returns the read
+// it adopted, if any.
+func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelRead, error) {
 	// Record what is wanted before touching the kernel: the inputs are gone
 	// from the tracker, so a kernel failure must not lose them.
 	for _, in := range inputs {
@@ -173,30 +203,53 @@ func (p *Proxier) sync(inputs []serviceInput, full bool) error {
 		p.report(in, problems)
 		p.rec.setService(in.name, st)
 	}
-	if full {
-		// A full sync saw every Service the tracker knows; anything else the
-		// reconciler still holds is gone.
-		seen := make(map[types.NamespacedName]bool, len(inputs))
-		for _, in := range inputs {
-			seen[in.name] = true
-		}
-		for name := range p.rec.byService {
-			if !seen[name] {
-				p.rec.setService(name, serviceState{})
+	var read *kernelRead
+	switch {
+	case first || (due && inline && p.reads == nil):
+		// Nothing may be written before the kernel is adopted.
+		p.rec.beginRead()
+		r := p.readKernel()
+		read = &r
+	case due && p.reads == nil:
+		p.rec.beginRead()
+		p.reads = make(chan kernelRead, 1)
+		go func(done chan<- kernelRead) {
+			done <- p.readKernel()
+			p.runner.Trigger()
+		}(p.reads)
+	}
+	if read == nil && p.reads != nil {
+		if inline {
+			r := <-p.reads
+			read = &r
+			p.reads = nil
+		} else {
+			select {
+			case r := <-p.reads:
+				read = &r
+				p.reads = nil
+			default:
 			}
 		}
-		if err := p.setupKernel(); err != nil {
-			return err
-		}
-		if err := p.rec.refresh(); err != nil {
-			return err
-		}
 	}
-	errs := p.rec.apply()
-	if full {
+	var errs []error
+	switch {
+	case read != nil && read.err != nil:
+		p.rec.written = nil
+		if first {
+			// Nothing may be written before the kernel is adopted.
+			return read, read.err
+		}
+		errs = append(errs, read.err)
+		read = nil // changes are still applied; the drift check is retried
+	case read != nil:
+		p.rec.adopt(read.view)
+	}
+	errs = append(errs, p.rec.apply()...)
+	if read != nil {
 		errs = append(errs, p.rec.drain()...)
 	}
-	return errors.Join(errs...)
+	return read, errors.Join(errs...)
 }
 
 // report logs and posts an event for a Service's bad input, once per distinct

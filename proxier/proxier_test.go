@@ -86,7 +86,7 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	bad := svc("10.96.0.10", port("a", v1.ProtocolTCP, 80), port("b", "ICMP", 81))
 	p.OnServiceAdd(bad)
 	p.SyncNow()
-	p.needFull = true // a periodic full sync recomputes every Service
+	p.needFull = true // a drift check must not repeat it
 	p.SyncNow()
 	if len(*ev) != 1 || !strings.Contains((*ev)[0], "Warning InvalidService") || !strings.Contains((*ev)[0], `"ICMP"`) {
 		t.Fatalf("events %q, want one warning naming the bad protocol", *ev)
@@ -96,7 +96,7 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	}
 }
 
-func TestProxierKeepsDeletionsAcrossAFailedFullSync(t *testing.T) {
+func TestProxierKeepsDeletionsAcrossAFailedDriftCheck(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -107,22 +107,25 @@ func TestProxierKeepsDeletionsAcrossAFailedFullSync(t *testing.T) {
 		t.Fatal("service not programmed")
 	}
 
-	// The Service is deleted, and the next (full) sync fails before it
-	// reaches the kernel.
+	// The Service is deleted while a drift check is due and fails before it
+	// reads the kernel: the deletion is applied all the same, and the drift
+	// check is retried.
 	p.OnServiceDelete(web)
 	p.needFull = true
 	ipt.FailRestore = fmt.Errorf("iptables-restore: injected failure")
 	p.SyncNow()
-	if k.ipvs.Dump() == "" {
-		t.Fatal("the failed sync should not have reached the IPVS table")
+	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
+		t.Fatalf("deletion held back by a failing drift check:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+	}
+	if p.fullAt.IsZero() {
+		t.Fatal("the failed drift check must be retried")
 	}
 
-	// Once the kernel works again, the retry removes it.
 	ipt.FailRestore = nil
 	p.fullAt = time.Now()
 	p.SyncNow()
-	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
-		t.Fatalf("deleted service left state after recovery:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+	if !p.fullAt.IsZero() || p.failures != 0 || len(ipt.Payloads) == 0 {
+		t.Fatal("the retried drift check should have succeeded")
 	}
 }
 

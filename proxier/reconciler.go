@@ -88,6 +88,9 @@ type reconciler struct {
 	// connections end (graceful termination).
 	draining map[ipvs.Key]map[netip.AddrPort]bool
 
+	// written records writes while a kernel read is in flight (nil otherwise).
+	written *writtenKeys
+
 	// ops counts kernel writes, for logs and tests.
 	ops int
 }
@@ -144,53 +147,129 @@ func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 	}
 }
 
-// refresh re-reads the kernel into the believed state and marks everything,
-// desired or present, dirty, so the next apply repairs any drift.
-func (r *reconciler) refresh() error {
+// kernelView is the kernel as one drift check read it.
+type kernelView struct {
+	vs    map[ipvs.Key]ipvs.VirtualServer
+	rs    map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer
+	addr  map[netip.Addr]bool
+	entry map[setEntry]bool
+}
+
+// writtenKeys are the keys the reconciler wrote while a kernelView was being
+// read: for them the view may be stale and the reconciler's belief is newer.
+type writtenKeys struct {
+	vs    map[ipvs.Key]bool
+	addr  map[netip.Addr]bool
+	entry map[setEntry]bool
+}
+
+// beginRead starts recording written keys; call it on the sync goroutine
+// before readKernel starts.
+func (r *reconciler) beginRead() {
+	r.written = &writtenKeys{vs: map[ipvs.Key]bool{}, addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{}}
+}
+
+// readKernel reads the IPv4 virtual servers with their real servers, the
+// dummy link's addresses and our ipsets' entries. It only reads kernel
+// handles and immutable fields, so it may run on another goroutine while
+// apply writes.
+func (r *reconciler) readKernel() (*kernelView, error) {
+	v := &kernelView{
+		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer{},
+		addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{},
+	}
 	list, err := r.ipvs.VirtualServers()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	haveVS := map[ipvs.Key]ipvs.VirtualServer{}
-	haveRS := map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer{}
 	for _, vs := range list {
 		if !vs.Address.Is4() {
 			continue
 		}
-		if _, wanted := r.wantVS[vs.Key]; !wanted && r.excluded(vs.Address) {
-			continue
-		}
 		reals, err := r.ipvs.RealServers(vs.Key)
 		if err != nil {
-			return err
+			// Deleted since it was listed (by us or anyone): not there.
+			continue
 		}
 		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
 		for _, rs := range reals {
 			m[rs.ID()] = rs
 		}
-		haveVS[vs.Key], haveRS[vs.Key] = vs, m
+		v.vs[vs.Key], v.rs[vs.Key] = vs, m
 	}
 	addrs, err := r.addrs.Addresses()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	haveAddr := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		if a.Is4() {
-			haveAddr[a] = true
+			v.addr[a] = true
 		}
 	}
-	haveEntry := map[setEntry]bool{}
 	for _, name := range r.setNames {
 		entries, err := r.sets.Entries(name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, e := range entries {
-			haveEntry[setEntry{name, e}] = true
+			v.entry[setEntry{name, e}] = true
+		}
+	}
+	return v, nil
+}
+
+// adopt replaces the believed kernel state with a view, except for keys
+// written since beginRead, and marks everything, desired or present, dirty,
+// so the next apply repairs any drift.
+func (r *reconciler) adopt(v *kernelView) {
+	w := r.written
+	r.written = nil
+	if w == nil {
+		w = &writtenKeys{}
+	}
+	haveVS := make(map[ipvs.Key]ipvs.VirtualServer, len(v.vs))
+	haveRS := make(map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer, len(v.vs))
+	for k, vs := range v.vs {
+		if _, wanted := r.wantVS[k]; !wanted && r.excluded(k.Address) {
+			continue // not ours to manage
+		}
+		if !w.vs[k] {
+			haveVS[k], haveRS[k] = vs, v.rs[k]
+		}
+	}
+	for k := range w.vs {
+		if vs, ok := r.haveVS[k]; ok {
+			haveVS[k], haveRS[k] = vs, r.haveRS[k]
+		}
+	}
+	haveAddr := make(map[netip.Addr]bool, len(v.addr))
+	for a := range v.addr {
+		if !w.addr[a] {
+			haveAddr[a] = true
+		}
+	}
+	for a := range w.addr {
+		if r.haveAddr[a] {
+			haveAddr[a] = true
+		}
+	}
+	haveEntry := make(map[setEntry]bool, len(v.entry))
+	for e := range v.entry {
+		if !w.entry[e] {
+			haveEntry[e] = true
+		}
+	}
+	for e := range w.entry {
+		if r.haveEntry[e] {
+			haveEntry[e] = true
 		}
 	}
 	r.haveVS, r.haveRS, r.haveAddr, r.haveEntry = haveVS, haveRS, haveAddr, haveEntry
+	for k := range r.draining {
+		if _, ok := haveVS[k]; !ok {
+			delete(r.draining, k)
+		}
+	}
 	for k := range haveVS {
 		r.dirtyVS[k] = true
 	}
@@ -209,7 +288,37 @@ func (r *reconciler) refresh() error {
 	for e := range r.wantEntry {
 		r.dirtyEntry[e] = true
 	}
+}
+
+// refresh reads the kernel and adopts it, on the calling goroutine.
+func (r *reconciler) refresh() error {
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		r.written = nil
+		return err
+	}
+	r.adopt(v)
 	return nil
+}
+
+// Record a write, if a kernel read is in flight.
+func (r *reconciler) wroteVS(k ipvs.Key) {
+	if r.written != nil {
+		r.written.vs[k] = true
+	}
+}
+
+func (r *reconciler) wroteAddr(a netip.Addr) {
+	if r.written != nil {
+		r.written.addr[a] = true
+	}
+}
+
+func (r *reconciler) wroteEntry(e setEntry) {
+	if r.written != nil {
+		r.written.entry[e] = true
+	}
 }
 
 // apply makes the kernel match the desired state for every dirty key.
@@ -229,6 +338,7 @@ func (r *reconciler) apply() []error {
 	retryEntry := map[setEntry]bool{}
 	for a := range r.dirtyAddr {
 		if _, want := r.wantAddr.get(a); want && !r.haveAddr[a] {
+			r.wroteAddr(a)
 			if fail(r.addrs.AddAddress(a)) {
 				retryAddr[a] = true
 				continue
@@ -238,6 +348,7 @@ func (r *reconciler) apply() []error {
 	}
 	for e := range r.dirtyEntry {
 		if _, want := r.wantEntry.get(e); want && !r.haveEntry[e] {
+			r.wroteEntry(e)
 			if fail(r.sets.AddEntry(e.set, e.entry)) {
 				retryEntry[e] = true
 				continue
@@ -254,6 +365,7 @@ func (r *reconciler) apply() []error {
 	}
 	for a := range r.dirtyAddr {
 		if _, want := r.wantAddr.get(a); !want && r.haveAddr[a] {
+			r.wroteAddr(a)
 			if fail(r.addrs.DeleteAddress(a)) {
 				continue
 			}
@@ -265,6 +377,7 @@ func (r *reconciler) apply() []error {
 	}
 	for e := range r.dirtyEntry {
 		if _, want := r.wantEntry.get(e); !want && r.haveEntry[e] {
+			r.wroteEntry(e)
 			if fail(r.sets.DeleteEntry(e.set, e.entry)) {
 				continue
 			}
@@ -279,6 +392,13 @@ func (r *reconciler) apply() []error {
 
 // syncVirtualServer makes one virtual server and its real servers match.
 func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
+	// Counting ops written from here on tells whether this key was written.
+	before := *ops
+	defer func() {
+		if *ops != before {
+			r.wroteVS(k)
+		}
+	}()
 	want, wanted := r.wantVS.get(k)
 	have, exists := r.haveVS[k]
 	if !wanted {
@@ -385,6 +505,7 @@ func (r *reconciler) drain() []error {
 			if rs.ActiveConns+rs.InactiveConns > 0 {
 				continue
 			}
+			r.wroteVS(k)
 			if err := r.ipvs.DeleteRealServer(k, id); err != nil {
 				errs = append(errs, fmt.Errorf("drain: %w", err))
 				continue

@@ -233,3 +233,53 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
 }
+
+func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	k.ops()
+
+	// A drift check reads the kernel...
+	r.beginRead()
+	view, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ...while the sync goroutine programs a new Service, which the view
+	// cannot contain, and someone deletes a's virtual server after the read.
+	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustApply(t, r)
+	k.ops()
+	_ = k.ipvs.DeleteVirtualServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80})
+	k.ops()
+
+	r.adopt(view)
+	mustApply(t, r)
+	// b is not re-added (the reconciler's belief wins for keys it wrote);
+	// a's deletion happened after the read, so it is repaired by the next check.
+	expectOps(t, k)
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	expectOps(t, k, "add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+}
+
+func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	_ = k.links.DeleteAddress(netip.MustParseAddr("10.96.0.1"))
+	k.ops()
+	r.beginRead()
+	view, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.adopt(view)
+	mustApply(t, r)
+	expectOps(t, k, "add-addr 10.96.0.1")
+}
