@@ -242,28 +242,7 @@ func (r *reconciler) adopt(v *kernelView) {
 			haveVS[k], haveRS[k] = vs, r.haveRS[k]
 		}
 	}
-	haveAddr := make(map[netip.Addr]bool, len(v.addr))
-	for a := range v.addr {
-		if !w.addr[a] {
-			haveAddr[a] = true
-		}
-	}
-	for a := range w.addr {
-		if r.haveAddr[a] {
-			haveAddr[a] = true
-		}
-	}
-	haveEntry := make(map[setEntry]bool, len(v.entry))
-	for e := range v.entry {
-		if !w.entry[e] {
-			haveEntry[e] = true
-		}
-	}
-	for e := range w.entry {
-		if r.haveEntry[e] {
-			haveEntry[e] = true
-		}
-	}
+	haveAddr, haveEntry := merge(v.addr, r.haveAddr, w.addr), merge(v.entry, r.haveEntry, w.entry)
 	r.haveVS, r.haveRS, r.haveAddr, r.haveEntry = haveVS, haveRS, haveAddr, haveEntry
 	for k := range r.draining {
 		if _, ok := haveVS[k]; !ok {
@@ -288,6 +267,23 @@ func (r *reconciler) adopt(v *kernelView) {
 	for e := range r.wantEntry {
 		r.dirtyEntry[e] = true
 	}
+}
+
+// merge takes the members a read saw, except for keys written during the
+// read, where the reconciler's belief decides.
+func merge[K comparable](read, belief, written map[K]bool) map[K]bool {
+	out := make(map[K]bool, len(read))
+	for k := range read {
+		if !written[k] {
+			out[k] = true
+		}
+	}
+	for k := range written {
+		if belief[k] {
+			out[k] = true
+		}
+	}
+	return out
 }
 
 // refresh reads the kernel and adopts it, on the calling goroutine.
