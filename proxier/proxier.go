@@ -48,6 +48,7 @@ type Proxier struct {
 
 	// Owned by the sync goroutine.
 	lastFull time.Time
+	// needFull forces a drift check at the next sync.
 	needFull bool
 	// After a failed sync the kernel is re-read at fullAt, with backoff, so a
 	// persistently failing object does not turn every sync into a full one.
@@ -65,7 +66,6 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
-		needFull: true,
 		problems: map[types.NamespacedName]string{},
 	}
 	names := make([]string, len(ipv4Sets))

@@ -27,6 +27,9 @@ type changeTracker struct {
 	services map[types.NamespacedName]*v1.Service
 	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
 	pending  map[types.NamespacedName]*pendingChange
+	// Edits queued in pending, kept as running sums because metrics read
+	// them on every informer event.
+	pendingServiceEdits, pendingSliceEdits int
 
 	servicesSynced, slicesSynced bool
 	// onChange is called (outside the lock) after a change is queued.
@@ -35,7 +38,6 @@ type changeTracker struct {
 
 // pendingChange is what is known about one changed Service.
 type pendingChange struct {
-	queued       time.Time
 	serviceEdits int
 	sliceEdits   int
 	triggerTimes []time.Time // from the slices' last-change-trigger-time
@@ -53,7 +55,7 @@ func newChangeTracker(onChange func()) *changeTracker {
 func (t *changeTracker) markLocked(name types.NamespacedName) *pendingChange {
 	p := t.pending[name]
 	if p == nil {
-		p = &pendingChange{queued: time.Now()}
+		p = &pendingChange{}
 		t.pending[name] = p
 	}
 	return p
@@ -85,6 +87,7 @@ func (t *changeTracker) setService(name types.NamespacedName, svc *v1.Service) {
 	changed := serviceChanged(old, svc)
 	if changed {
 		t.markLocked(name).serviceEdits++
+		t.pendingServiceEdits++
 	}
 	t.mu.Unlock()
 	if changed {
@@ -143,6 +146,7 @@ func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice 
 	if changed {
 		p := t.markLocked(owner)
 		p.sliceEdits++
+		t.pendingSliceEdits++
 		if slice != nil {
 			if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[triggerTimeAnnotation]); err == nil {
 				p.triggerTimes = append(p.triggerTimes, ts)
@@ -226,6 +230,7 @@ func (t *changeTracker) take(all bool) []serviceInput {
 		out = append(out, in)
 	}
 	t.pending = map[types.NamespacedName]*pendingChange{}
+	t.pendingServiceEdits, t.pendingSliceEdits = 0, 0
 	return out
 }
 
@@ -233,9 +238,5 @@ func (t *changeTracker) take(all bool) []serviceInput {
 func (t *changeTracker) pendingCounts() (services, slices int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, p := range t.pending {
-		services += p.serviceEdits
-		slices += p.sliceEdits
-	}
-	return services, slices
+	return t.pendingServiceEdits, t.pendingSliceEdits
 }
