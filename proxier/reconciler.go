@@ -353,7 +353,7 @@ func (r *reconciler) apply() []error {
 		}
 	}
 	for k := range r.dirtyVS {
-		if err := r.syncVirtualServer(k, &r.ops); err != nil {
+		if err := r.syncVirtualServer(k); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -387,11 +387,11 @@ func (r *reconciler) apply() []error {
 }
 
 // syncVirtualServer makes one virtual server and its real servers match.
-func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
+func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
 	// Counting ops written from here on tells whether this key was written.
-	before := *ops
+	before := r.ops
 	defer func() {
-		if *ops != before {
+		if r.ops != before {
 			r.wroteVS(k)
 		}
 	}()
@@ -402,7 +402,7 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
 			if err := r.ipvs.DeleteVirtualServer(k); err != nil {
 				return err
 			}
-			*ops++
+			r.ops++
 			delete(r.haveVS, k)
 			delete(r.haveRS, k)
 			delete(r.draining, k)
@@ -413,14 +413,14 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
 		if err := r.ipvs.AddVirtualServer(want.vs); err != nil {
 			return err
 		}
-		*ops++
+		r.ops++
 		r.haveVS[k] = want.vs
 		r.haveRS[k] = map[netip.AddrPort]ipvs.RealServer{}
 	} else if have != want.vs {
 		if err := r.ipvs.UpdateVirtualServer(want.vs); err != nil {
 			return err
 		}
-		*ops++
+		r.ops++
 		r.haveVS[k] = want.vs
 	}
 	haveRS := r.haveRS[k]
@@ -434,13 +434,13 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
 			if err := r.ipvs.AddRealServer(k, rs); err != nil {
 				return err
 			}
-			*ops++
+			r.ops++
 			haveRS[id] = rs
 		case cur.Weight != rs.Weight:
 			if err := r.ipvs.UpdateRealServer(k, rs); err != nil {
 				return err
 			}
-			*ops++
+			r.ops++
 			cur.Weight = rs.Weight
 			haveRS[id] = cur
 		}
@@ -457,7 +457,7 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
 			if err := r.ipvs.DeleteRealServer(k, id); err != nil {
 				return err
 			}
-			*ops++
+			r.ops++
 			delete(haveRS, id)
 			continue
 		}
@@ -466,7 +466,7 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key, ops *int) error {
 			if err := r.ipvs.UpdateRealServer(k, cur); err != nil {
 				return err
 			}
-			*ops++
+			r.ops++
 			haveRS[id] = cur
 		}
 		if r.draining[k] == nil {
