@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -188,11 +189,13 @@ func openKernel(log *zap.Logger) (proxier.Kernel, error) {
 	return k, nil
 }
 
+// serve runs an HTTP server on addr until ctx is done. A bind failure is
+// fatal only with --bind-address-hard-fail, as in kube-proxy.
 func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail bool, h http.Handler) error {
 	if addr == "" {
 		return nil
 	}
-	done, err := healthz.Serve(ctx, addr, h)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		if hardFail {
 			return fmt.Errorf("%s server on %s: %w", name, addr, err)
@@ -200,10 +203,17 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 		log.Error("cannot serve; continuing without it", zap.String("server", name), zap.String("address", addr), zap.Error(err))
 		return nil
 	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		if err := <-done; err != nil {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("server stopped", zap.String("server", name), zap.Error(err))
 		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
 	}()
 	return nil
 }

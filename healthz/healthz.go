@@ -3,10 +3,7 @@
 package healthz
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -90,29 +87,4 @@ func (s *State) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { s.serve(w, true) })
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { s.serve(w, false) })
 	return mux
-}
-
-// Serve listens on addr until ctx is done. Listen errors are returned at once
-// so the caller can decide whether they are fatal.
-func Serve(ctx context.Context, addr string, h http.Handler) (<-chan error, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan error, 1)
-	go func() {
-		err := srv.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		done <- err
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return done, nil
 }
