@@ -10,6 +10,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -37,6 +39,10 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
+
+// defaultCritical are the Services node agents need first: the apiserver and
+// cluster DNS.
+var defaultCritical = []string{"default/kubernetes", "kube-system/kube-dns"}
 
 var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
 
@@ -57,6 +63,9 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", Usage: "address:port of the metrics server; empty disables"},
 		&cli.BoolFlag{Name: "bind-address-hard-fail", Usage: "exit if the health or metrics server cannot bind"},
 		&cli.DurationFlag{Name: "config-sync-period", Value: 15 * time.Minute, Usage: "informer resync period (> 0)"},
+		&cli.StringSliceFlag{Name: "critical-services", Value: cli.NewStringSlice(defaultCritical...),
+			Usage: "namespace/name of Services programmed before all others (kube-ipvs-proxy only)"},
+		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's pprof profiles under /debug/pprof/ on the metrics address"},
 		&cli.IntFlag{Name: "v", Aliases: []string{"verbosity"}, Usage: "log verbosity; 4 and above logs every sync"},
 	}
 }
@@ -117,6 +126,13 @@ func config(c *cli.Context) (proxier.Config, error) {
 	}
 	if cfg.ExcludeCIDRs, err = parsePrefixes(c.StringSlice("ipvs-exclude-cidrs")); err != nil {
 		return cfg, fmt.Errorf("--ipvs-exclude-cidrs: %w", err)
+	}
+	for _, s := range c.StringSlice("critical-services") {
+		ns, name, ok := strings.Cut(strings.TrimSpace(s), "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return cfg, fmt.Errorf("--critical-services: %q is not namespace/name", s)
+		}
+		cfg.CriticalServices = append(cfg.CriticalServices, types.NamespacedName{Namespace: ns, Name: name})
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
 	cfg.MasqueradeBit = c.Int("iptables-masquerade-bit")
@@ -272,9 +288,13 @@ func run(c *cli.Context) error {
 	if err := serve(ctx, log, "healthz", c.String("healthz-bind-address"), hard, health.Handler()); err != nil {
 		return err
 	}
-	if err := serve(ctx, log, "metrics", c.String("metrics-bind-address"), hard, m.Handler(map[string]http.Handler{
-		"/healthz": health.Handler(), "/livez": health.Handler(),
-	})); err != nil {
+	extra := map[string]http.Handler{"/healthz": health.Handler(), "/livez": health.Handler()}
+	if c.Bool("profiling") {
+		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+	}
+	if err := serve(ctx, log, "metrics", c.String("metrics-bind-address"), hard, m.Handler(extra)); err != nil {
 		return err
 	}
 

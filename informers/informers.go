@@ -81,17 +81,25 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 
 	filtered.Start(ctx.Done())
 	ownNode.Start(ctx.Done())
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced) {
-			svc.OnServicesSynced()
-		}
-	}()
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), epsInf.HasSynced) {
-			eps.OnEndpointSlicesSynced()
-		}
-	}()
+	go whenSynced(ctx, svcInf.HasSynced, svc.OnServicesSynced)
+	go whenSynced(ctx, epsInf.HasSynced, eps.OnEndpointSlicesSynced)
 	return nil
+}
+
+// whenSynced calls fn once synced reports true. It polls every 10 ms, not
+// cache.WaitForCacheSync's 100 ms: the first sync, and with it the critical
+// Services, waits on this.
+func whenSynced(ctx context.Context, synced func() bool, fn func()) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	fn()
 }
 
 // with calls fn with obj as a T, unwrapping the tombstone a missed delete leaves.

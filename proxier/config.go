@@ -3,6 +3,8 @@ package proxier
 import (
 	"net/netip"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Config is what the proxier needs from the command line.
@@ -18,6 +20,9 @@ type Config struct {
 	// IPv6Capable says the kernel has IPv6, so the KUBE-6- ipsets are
 	// created as upstream does. IPv6 Services are not programmed yet.
 	IPv6Capable bool
+	// CriticalServices are programmed before all others in a sync, so
+	// that they answer early in a long cold start.
+	CriticalServices []types.NamespacedName
 }
 
 func (c *Config) excluded(a netip.Addr) bool {

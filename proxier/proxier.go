@@ -84,7 +84,11 @@ func (p *Proxier) queued() {
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
 	p.metrics.EndpointChangesPending.Set(float64(e))
-	p.runner.Trigger()
+	// Until both caches are synced a sync would only skip, and spend a
+	// rate-limit token the first real sync then waits for.
+	if p.changeTracker.synced() {
+		p.runner.Trigger()
+	}
 }
 
 // Run syncs until ctx is done. The first sync waits for both informer caches.
@@ -134,6 +138,9 @@ func (p *Proxier) syncOnce(inline bool) {
 	// The first sync recomputes every Service and adopts the kernel before
 	// writing anything; later syncs take only the changed Services.
 	first := p.lastFull.IsZero()
+	if first {
+		p.log.Info("informer caches synced; first sync")
+	}
 	inputs := p.changeTracker.take(first)
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
@@ -244,6 +251,14 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 		read = nil // changes are still applied; the drift check is retried
 	case read != nil:
 		p.rec.adopt(read.view)
+	}
+	// Critical Services (default/kubernetes, cluster DNS) go first: node
+	// agents wait on them, and a cold start at scale is long.
+	start := time.Now()
+	n, critErrs := p.rec.applyFirst(p.cfg.CriticalServices)
+	errs = append(errs, critErrs...)
+	if first && n > 0 {
+		p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Duration("took", time.Since(start)))
 	}
 	errs = append(errs, p.rec.apply()...)
 	if read != nil {

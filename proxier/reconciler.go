@@ -386,6 +386,64 @@ func (r *reconciler) apply() []error {
 	return errs
 }
 
+// criticalDirty collects the dirty objects the named Services want.
+func (r *reconciler) criticalDirty(names []types.NamespacedName) (map[ipvs.Key]bool, map[netip.Addr]bool, map[setEntry]bool) {
+	vs, addr, entry := map[ipvs.Key]bool{}, map[netip.Addr]bool{}, map[setEntry]bool{}
+	for _, n := range names {
+		st := r.byService[n]
+		for _, v := range st.virtualServers {
+			if r.dirtyVS[v.vs.Key] {
+				vs[v.vs.Key] = true
+			}
+		}
+		for _, a := range st.addresses {
+			if r.dirtyAddr[a] {
+				addr[a] = true
+			}
+		}
+		for _, e := range st.entries {
+			if r.dirtyEntry[e] {
+				entry[e] = true
+			}
+		}
+	}
+	return vs, addr, entry
+}
+
+// applyFirst applies the dirty objects of the named Services alone and says
+// how many there were; the rest stays dirty for the next apply, as do objects
+// whose write failed.
+func (r *reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
+	vs, addr, entry := r.criticalDirty(names)
+	n := len(vs) + len(addr) + len(entry)
+	if n == 0 {
+		return 0, nil
+	}
+	restVS, restAddr, restEntry := r.dirtyVS, r.dirtyAddr, r.dirtyEntry
+	for k := range vs {
+		delete(restVS, k)
+	}
+	for a := range addr {
+		delete(restAddr, a)
+	}
+	for e := range entry {
+		delete(restEntry, e)
+	}
+	r.dirtyVS, r.dirtyAddr, r.dirtyEntry = vs, addr, entry
+	errs := r.apply()
+	for k := range r.dirtyVS {
+		restVS[k] = true
+	}
+	for a := range r.dirtyAddr {
+		restAddr[a] = true
+	}
+	for e := range r.dirtyEntry {
+		restEntry[e] = true
+	}
+	r.dirtyVS, r.dirtyAddr, r.dirtyEntry = restVS, restAddr, restEntry
+	return n, errs
+}
+
 // syncVirtualServer makes one virtual server and its real servers match.
 func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
 	// Counting ops written from here on tells whether this key was written.

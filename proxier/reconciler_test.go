@@ -283,3 +283,36 @@ func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k, "add-addr 10.96.0.1")
 }
+
+func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.10", 80, "10.244.0.1:8080"))
+	r.setService(name("kubernetes"), state("10.96.0.1", 443, "10.0.2.100:6443"))
+	r.setService(name("b"), state("10.96.0.11", 80, "10.244.0.2:8080"))
+	critical := []types.NamespacedName{name("kubernetes"), name("absent")}
+
+	k.ipvs.FailNext = "add-rs 10.96.0.1:443"
+	n, errs := r.applyFirst(critical)
+	if n != 4 || len(errs) != 1 {
+		t.Fatalf("applyFirst = %d objects, errors %v; want 4 objects and the injected error", n, errs)
+	}
+	expectOps(t, k, "add-addr 10.96.0.1", "add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:443",
+		"add-entry KUBE-IPVS-IPS 10.96.0.1", "add-vs 10.96.0.1:443/TCP")
+
+	// The failed real server stays pending, first in line and in the full apply.
+	n, errs = r.applyFirst(critical)
+	if n != 1 || len(errs) != 0 {
+		t.Fatalf("retry = %d objects, errors %v; want the one failed virtual server", n, errs)
+	}
+	expectOps(t, k, "add-rs 10.96.0.1:443/TCP 10.0.2.100:6443")
+	mustApply(t, r)
+	expectOps(t, k,
+		"add-addr 10.96.0.10", "add-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "add-entry KUBE-IPVS-IPS 10.96.0.10",
+		"add-vs 10.96.0.10:80/TCP", "add-rs 10.96.0.10:80/TCP 10.244.0.1:8080",
+		"add-addr 10.96.0.11", "add-entry KUBE-CLUSTER-IP 10.96.0.11,tcp:80", "add-entry KUBE-IPVS-IPS 10.96.0.11",
+		"add-vs 10.96.0.11:80/TCP", "add-rs 10.96.0.11:80/TCP 10.244.0.2:8080")
+	if n, _ := r.applyFirst(critical); n != 0 {
+		t.Errorf("applyFirst after a full apply found %d objects to write", n)
+	}
+}
