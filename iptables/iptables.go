@@ -11,8 +11,6 @@ import (
 
 // Interface is the part of iptables the proxier needs.
 type Interface interface {
-	// EnsureRule inserts rule at the top of table/chain unless an identical rule exists.
-	EnsureRule(table, chain string, rule ...string) error
 	// Restore applies an iptables-restore payload without flushing unnamed chains.
 	Restore(payload []byte) error
 	// Save returns iptables-save's output for every table.
@@ -56,18 +54,6 @@ func NewIPv4() (Exec, error) {
 	return Exec{IPTables: ipt, IPTablesRestore: restore, IPTablesSave: save}, nil
 }
 
-func (e Exec) EnsureRule(table, chain string, rule ...string) error {
-	check := append([]string{"-w", "5", "-t", table, "-C", chain}, rule...)
-	if err := exec.Command(e.IPTables, check...).Run(); err == nil {
-		return nil
-	}
-	insert := append([]string{"-w", "5", "-t", table, "-I", chain}, rule...)
-	if out, err := exec.Command(e.IPTables, insert...).CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables %s: %w: %s", strings.Join(insert, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
 func (e Exec) Restore(payload []byte) error {
 	cmd := exec.Command(e.IPTablesRestore, "-w", "5", "--noflush", "--counters")
 	cmd.Stdin = bytes.NewReader(payload)
@@ -85,12 +71,13 @@ func (e Exec) Save() ([]byte, error) {
 	return out, nil
 }
 
-// Fake records what would have been written.
+// Fake records what would have been written. It models the built-in chains
+// only: rules a payload inserts with "-I CHAIN 1" show in Save, at the top.
 type Fake struct {
 	mu       sync.Mutex
-	Rules    []string
 	Payloads []string
-	saved    []string
+	tables   []string            // in order of first use
+	saved    map[string][]string // per table
 	// FailRestore, when set, is returned by Restore (as a failing
 	// iptables-restore would).
 	FailRestore error
@@ -98,27 +85,16 @@ type Fake struct {
 
 var _ Interface = (*Fake)(nil)
 
-func (f *Fake) EnsureRule(table, chain string, rule ...string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	r := fmt.Sprintf("-t %s -A %s %s", table, chain, strings.Join(rule, " "))
-	for _, have := range f.Rules {
-		if have == r {
-			return nil
-		}
-	}
-	f.Rules = append(f.Rules, r)
-	f.saved = append(f.saved, "-A "+chain+" "+RuleSpec(rule))
-	return nil
-}
-
-// Save prints the ensured rules as iptables-save would (table markers omitted).
+// Save prints the inserted rules as iptables-save would, table by table
+// (table markers omitted).
 func (f *Fake) Save() ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var b strings.Builder
-	for _, r := range f.saved {
-		b.WriteString(r + "\n")
+	for _, t := range f.tables {
+		for _, r := range f.saved[t] {
+			b.WriteString(r + "\n")
+		}
 	}
 	return []byte(b.String()), nil
 }
@@ -130,5 +106,22 @@ func (f *Fake) Restore(payload []byte) error {
 		return f.FailRestore
 	}
 	f.Payloads = append(f.Payloads, string(payload))
+	if f.saved == nil {
+		f.saved = map[string][]string{}
+	}
+	table := ""
+	for _, l := range strings.Split(string(payload), "\n") {
+		if t, ok := strings.CutPrefix(l, "*"); ok {
+			table = t
+			if _, seen := f.saved[t]; !seen {
+				f.tables = append(f.tables, t)
+				f.saved[t] = nil
+			}
+		}
+		if rest, ok := strings.CutPrefix(l, "-I "); ok {
+			chain, spec, _ := strings.Cut(rest, " 1 ")
+			f.saved[table] = append([]string{"-A " + chain + " " + spec}, f.saved[table]...)
+		}
+	}
 	return nil
 }

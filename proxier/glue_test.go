@@ -22,7 +22,7 @@ func TestGlueMasqueradeRules(t *testing.T) {
 		{"other mark bit", Config{MasqueradeBit: 5}, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			payload := string(gluePayload(&c.cfg))
+			payload := string(gluePayload(&c.cfg, nil))
 			if !strings.Contains(payload, c.want+"\n") {
 				t.Errorf("missing %q in\n%s", c.want, payload)
 			}
@@ -38,14 +38,20 @@ func TestGlueJumpsAreInsertedInUpstreamOrder(t *testing.T) {
 	if err := writeGlue(ipt, &Config{MasqueradeBit: 14}); err != nil {
 		t.Fatal(err)
 	}
-	// The fake appends; writeGlue inserts at the top from the last rule up,
-	// so the fake's record must be the list reversed.
-	rules := jumpRules()
-	if len(ipt.Rules) != len(rules) || !strings.Contains(ipt.Rules[0], "KUBE-IPVS-OUT-FILTER") ||
-		!strings.Contains(ipt.Rules[len(ipt.Rules)-1], "PREROUTING") {
-		t.Fatalf("jump rules written in the wrong order: %q", ipt.Rules)
+	var want []string
+	for _, j := range jumpRules() {
+		want = append(want, "-A "+j.chain+" "+iptables.RuleSpec(j.rule))
 	}
-	if err := writeGlue(ipt, &Config{MasqueradeBit: 14}); err != nil || len(ipt.Rules) != len(rules) {
-		t.Fatalf("second write duplicated jumps: %q", ipt.Rules)
+	// Across tables the fake keeps one list; within each chain the order
+	// is what matters, and the whole list follows jumpRules.
+	saved, _ := ipt.Save()
+	if got := strings.Split(strings.TrimSpace(string(saved)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("jumps after the first write:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := writeGlue(ipt, &Config{MasqueradeBit: 14}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(ipt.Payloads[1], "\n-I "); n != 0 {
+		t.Errorf("second write inserted %d jumps again:\n%s", n, ipt.Payloads[1])
 	}
 }
