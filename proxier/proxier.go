@@ -123,6 +123,8 @@ type kernelRead struct {
 	view    *kernelView
 	err     error
 	started time.Time
+	// setup and read are how long setupKernel and the read took, for logs.
+	setup, read time.Duration
 }
 
 // SyncNow runs one sync on the caller's goroutine, doing a due drift check
@@ -184,8 +186,12 @@ func (p *Proxier) syncOnce(inline bool) {
 	}
 	p.health.Updated()
 	p.metrics.LastSyncTimestamp.SetToCurrentTime()
-	p.log.Debug("synced", zap.Bool("full", full), zap.Int("services", len(inputs)),
-		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed))
+	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
+		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed)}
+	if full {
+		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read))
+	}
+	p.log.Debug("synced", fields...)
 }
 
 // readKernel sets up what every sync relies on and reads the kernel for a
@@ -193,7 +199,9 @@ func (p *Proxier) syncOnce(inline bool) {
 func (p *Proxier) readKernel() kernelRead {
 	r := kernelRead{started: time.Now()}
 	if r.err = p.setupKernel(); r.err == nil {
+		r.setup = time.Since(r.started)
 		r.view, r.err = p.rec.readKernel()
+		r.read = time.Since(r.started) - r.setup
 	}
 	return r
 }
