@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -111,6 +112,21 @@ func (n *Netlink) VirtualServers() ([]VirtualServer, error) {
 		}
 	}
 	return out, nil
+}
+
+// HasVirtualServer asks the kernel for one virtual server. Listing its real
+// servers cannot tell: the kernel answers an empty list for a missing one.
+func (n *Netlink) HasVirtualServer(k Key) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, err := n.h.GetService(keyToLib(k))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, syscall.ESRCH):
+		return false, nil
+	}
+	return false, fmt.Errorf("get virtual server %s: %w", k, err)
 }
 
 func (n *Netlink) AddVirtualServer(vs VirtualServer) error {
