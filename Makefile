@@ -59,16 +59,21 @@ demo: e2e-bins k8s-bins vm-kernel
 
 # Benchmarks: kube-ipvs-proxy, upstream kube-proxy and a raw-netlink floor on
 # the same kernel and objects, in the VM. Results go to
-# bench/results/<date>-<commit>/ (results.json, report.md); latest links to it.
+# bench/results/<date>-<commit>/ (results.json, report.md, SVG plots, CPU and
+# heap profiles with their top functions); latest links to it. bench-quick is
+# the developer's check after a change: 1k Services, no upstream.
 BENCH_SCALES ?= $(if $(filter large,$(BENCH_SCALE)),1000$(comma)10000$(comma)50000,1000$(comma)10000)
+BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy
+BENCH_ARGS ?=
 comma := ,
 bench-quick: BENCH_SCALES = 1000
+bench-quick: BENCH_PROXIERS = floor,kube-ipvs-proxy
 bench-quick bench: e2e-bins k8s-bins vm-kernel
 	@dir=bench/results/$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); mkdir -p $$dir; \
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench -- \
-	  sh -c "hack/vm.sh run -m 6144 -t 3600 -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -out $$dir" \
-	&& ln -sfn $$(basename $$dir) bench/results/latest && echo "report: $$dir/report.md"
+	  sh -c "hack/vm.sh run -m 6144 -t 4200 -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$dir $(BENCH_ARGS)" \
+	&& hack/bench-profiles.sh $$dir && ln -sfn $$(basename $$dir) bench/results/latest && echo "report: $$dir/report.md"
 
 clean:
 	rm -rf $(BIN) .vm

@@ -1,8 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
 	"time"
+
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -64,18 +71,63 @@ func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Durat
 	return kubeReady, time.Since(start), nil
 }
 
-// floorOneChange times adding one real server to a full table, the kernel
-// cost of one endpoint change.
-func floorOneChange(k kernel, n, samples int) ([]time.Duration, error) {
+// floorOneChange is the least work a proxier does for one endpoint change:
+// the API write, its watch event, and one netlink call. Samples alternate
+// between adding an endpoint and removing it again.
+func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) ([]time.Duration, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := env.Admin.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	// The watch starts with the current state; later events are ours.
+	seen := func(name, rv string) error {
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return fmt.Errorf("endpointslice watch closed")
+				}
+				if sl, isSlice := ev.Object.(*discovery.EndpointSlice); isSlice && sl.Name == name && sl.ResourceVersion == rv {
+					return nil
+				}
+			case <-timeout:
+				return fmt.Errorf("no watch event for %s@%s", name, rv)
+			}
+		}
+	}
 	var out []time.Duration
 	for s := 0; s < samples; s++ {
-		i := (s * 7919) % n
+		i := (s / 2 * 7919) % n
 		key := ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}
+		added := ipvs.RealServer{Address: offset(extraBase, s/2), Port: 8080, Weight: 1}
+		sl := benchSlice(i, perService)
+		if s%2 == 0 {
+			sl = benchSlice(i, perService, added.Address)
+		}
 		start := time.Now()
-		if err := k.ipvs.AddRealServer(key, ipvs.RealServer{Address: offset(extraBase, s), Port: 8080, Weight: 1}); err != nil {
+		wctx, wcancel := framework.Ctx()
+		cur, err := env.Admin.DiscoveryV1().EndpointSlices(namespace).Update(wctx, triggered(sl), metav1.UpdateOptions{})
+		wcancel()
+		if err != nil {
+			return out, err
+		}
+		if err := seen(cur.Name, cur.ResourceVersion); err != nil {
+			return out, err
+		}
+		if s%2 == 0 {
+			err = k.ipvs.AddRealServer(key, added)
+		} else {
+			err = k.ipvs.DeleteRealServer(key, added.ID())
+		}
+		if err != nil {
 			return out, err
 		}
 		out = append(out, time.Since(start))
+		time.Sleep(changeSpacing)
 	}
 	return out, nil
 }

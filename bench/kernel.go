@@ -56,15 +56,6 @@ func (k kernel) kubernetesReady() bool {
 	return true
 }
 
-func contains(list []netip.Addr, a netip.Addr) bool {
-	for _, x := range list {
-		if x == a {
-			return true
-		}
-	}
-	return false
-}
-
 // complete says whether the kernel holds the whole desired state for n
 // Services of perService endpoints plus default/kubernetes; the string says
 // what is missing.

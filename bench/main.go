@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // record is one line of results.json.
@@ -30,9 +28,18 @@ type record struct {
 	CPUs                *float64 `json:"cpu_s"`
 	RSSMB               *float64 `json:"rss_mb"`
 	KernelObjectsOK     *bool    `json:"kernel_objects_ok"`
-	// Cold start only: when default/kubernetes alone was fully programmed.
-	KubernetesReadyMs *float64 `json:"kubernetes_ready_ms,omitempty"`
-	Note              string   `json:"note,omitempty"`
+	// Cold start only: when default/kubernetes alone was fully programmed,
+	// from the start and from the proxier's log line saying its informer
+	// caches were synced.
+	KubernetesReadyMs          *float64 `json:"kubernetes_ready_ms,omitempty"`
+	KubernetesReadyAfterSyncMs *float64 `json:"kubernetes_ready_after_sync_ms,omitempty"`
+	// One change only: the kind of change ("all" for every sample).
+	Change string `json:"change,omitempty"`
+	// The proxier's own kubeproxy_network_programming_duration_seconds over
+	// the scenario (histogram buckets, interpolated).
+	MetricP50ms *float64 `json:"metric_p50_ms,omitempty"`
+	MetricP99ms *float64 `json:"metric_p99_ms,omitempty"`
+	Note        string   `json:"note,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -61,6 +68,8 @@ type options struct {
 	proxiers        []string
 	upstreamCap     time.Duration
 	upstreamColdCap time.Duration
+	churnRate       int
+	churnDuration   time.Duration
 	out             string
 }
 
@@ -72,6 +81,8 @@ func main() {
 	proxiers := flag.String("proxiers", "floor,kube-ipvs-proxy,kube-proxy", "what to measure")
 	flag.DurationVar(&o.upstreamCap, "upstream-cap", 3*time.Minute, "time cap per upstream kube-proxy scenario after its cold start")
 	flag.DurationVar(&o.upstreamColdCap, "upstream-cold-cap", 8*time.Minute, "time cap for upstream kube-proxy's cold start")
+	flag.IntVar(&o.churnRate, "churn-rate", 100, "endpoint changes per second in the churn scenario")
+	flag.DurationVar(&o.churnDuration, "churn-duration", time.Minute, "length of the churn scenario")
 	flag.StringVar(&o.out, "out", "", "results directory")
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
 	flag.Parse()
@@ -128,7 +139,7 @@ func run(o options) error {
 			var recs []record
 			var err error
 			if name == "floor" {
-				recs, err = measureFloor(k, n, o)
+				recs, err = measureFloor(env, k, n, o)
 			} else {
 				recs, err = measureProxier(env, k, name, n, o)
 			}
@@ -144,7 +155,7 @@ func run(o options) error {
 	return framework.CleanKernel()
 }
 
-func measureFloor(k kernel, n int, o options) ([]record, error) {
+func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, error) {
 	progress("[%d svc] floor: cold start", n)
 	kube, all, err := floorColdStart(k, n, o.perService)
 	if err != nil {
@@ -155,60 +166,103 @@ func measureFloor(k kernel, n int, o options) ([]record, error) {
 		Samples: ptr(1), P50ms: ptr(ms(all)), P99ms: ptr(ms(all)), KernelObjectsOK: ptr(ok),
 		KubernetesReadyMs: ptr(ms(kube)), Note: missing}
 	progress("[%d svc] floor: complete in %s", n, all.Round(time.Millisecond))
-	lat, err := floorOneChange(k, n, o.changes)
+	progress("[%d svc] floor: one change x%d", n, o.changes)
+	lat, err := floorOneChange(env, k, n, o.perService, o.changes)
 	if err != nil {
 		return nil, err
 	}
 	p50, p99 := percentiles(lat)
-	one := record{Proxier: "floor", Scenario: "one-change", Services: n, EndpointsPerService: o.perService,
-		Samples: ptr(len(lat)), P50ms: ptr(p50), P99ms: ptr(p99), KernelObjectsOK: ptr(true)}
+	one := record{Proxier: "floor", Scenario: "one-change", Change: "all", Services: n, EndpointsPerService: o.perService,
+		Samples: ptr(len(lat)), P50ms: ptr(p50), P99ms: ptr(p99), KernelObjectsOK: ptr(true),
+		Note: "API write, watch event, one netlink call; endpoint add/remove"}
 	return []record{cold, one}, nil
 }
 
 func startProxier(env *framework.Env, name string) (*framework.Process, error) {
 	switch name {
 	case "kube-ipvs-proxy":
-		return framework.StartOurs(env, "bench-kube-ipvs-proxy")
+		return framework.StartOurs(env, "bench-kube-ipvs-proxy", "--profiling")
 	case "kube-proxy":
 		return framework.StartUpstream(env, "bench-kube-proxy")
 	}
 	return nil, fmt.Errorf("unknown proxier %q", name)
 }
 
+// measureProxier runs every scenario on one proxier: cold start, one change,
+// churn, steady state and restart. After a failed cold start the rest is
+// skipped.
 func measureProxier(env *framework.Env, k kernel, name string, n int, o options) ([]record, error) {
-	coldCap, capDur := 30*time.Minute, 30*time.Minute
+	s := &session{env: env, k: k, name: name, n: n, o: o, cap: 30 * time.Minute}
 	if name == "kube-proxy" {
-		coldCap, capDur = o.upstreamColdCap, o.upstreamCap
+		s.cap = o.upstreamCap
 	}
-	progress("[%d svc] %s: cold start", n, name)
-	start := time.Now()
-	p, err := startProxier(env, name)
+	cold, err := s.coldStart()
+	if s.p != nil {
+		defer func() { _ = s.p.Stop() }()
+	}
+	if err != nil || cold.KernelObjectsOK == nil || !*cold.KernelObjectsOK {
+		return []record{cold}, err
+	}
+	recs := []record{cold}
+	s.logf("one change x%d", o.changes)
+	one, err := s.oneChange()
+	recs = append(recs, one...)
 	if err != nil {
-		return nil, err
+		return recs, err
 	}
-	defer p.Stop()
-	cold := record{Proxier: name, Scenario: "cold-start", Services: n, EndpointsPerService: o.perService, Samples: ptr(1)}
+	s.logf("churn: %d/s for %s", o.churnRate, o.churnDuration)
+	churn, err := s.churn()
+	recs = append(recs, churn)
+	if err != nil {
+		return recs, err
+	}
+	s.logf("steady state")
+	recs = append(recs, s.steadySync())
+	s.logf("restart")
+	rs, err := s.restart()
+	return append(recs, rs), err
+}
+
+// coldStart starts the proxier with every object present and times until
+// default/kubernetes alone, and then everything, is programmed.
+func (s *session) coldStart() (record, error) {
+	coldCap := 30 * time.Minute
+	if s.name == "kube-proxy" {
+		coldCap = s.o.upstreamColdCap
+	}
+	s.logf("cold start")
+	start := time.Now()
+	p, err := startProxier(s.env, s.name)
+	if err != nil {
+		return record{}, err
+	}
+	s.p = p
+	stopProfiles := make(chan struct{})
+	profiles := s.cpuProfiles("cold", stopProfiles)
+	defer func() { close(stopProfiles); profiles.Wait() }()
+	cold := s.record("cold-start")
+	cold.Samples = ptr(1)
 	var kubeAt time.Duration
 	missing := ""
 	var lastCheck time.Time
 	for {
 		if done, err := p.Exited(); done {
-			return nil, fmt.Errorf("%s exited: %v (see %s)", name, err, p.LogPath)
+			return cold, fmt.Errorf("%s exited: %v (see %s)", s.name, err, p.LogPath)
 		}
 		since := time.Since(start)
-		if kubeAt == 0 && k.kubernetesReady() && masqueradeRules() {
+		if kubeAt == 0 && s.k.kubernetesReady() && masqueradeRules() {
 			kubeAt = since
 			cold.KubernetesReadyMs = ptr(ms(kubeAt))
-			progress("[%d svc] %s: default/kubernetes programmed after %s", n, name, kubeAt.Round(time.Millisecond))
+			s.logf("default/kubernetes programmed after %s", kubeAt.Round(time.Millisecond))
 		}
 		// The full check is heavy; before default/kubernetes is ready it
 		// only records progress every few seconds.
 		if kubeAt != 0 || time.Since(lastCheck) > 3*time.Second {
 			lastCheck = time.Now()
-			ok, what := k.complete(n, o.perService)
+			ok, what := s.k.complete(s.n, s.o.perService)
 			if ok && kubeAt != 0 {
 				cold.P50ms, cold.P99ms, cold.KernelObjectsOK = ptr(ms(since)), ptr(ms(since)), ptr(true)
-				progress("[%d svc] %s: complete after %s", n, name, since.Round(time.Millisecond))
+				s.logf("complete after %s", since.Round(time.Millisecond))
 				break
 			}
 			if ok {
@@ -219,7 +273,7 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 		if since > coldCap {
 			cold.KernelObjectsOK = ptr(false)
 			cold.Note = fmt.Sprintf("not complete after %s: %s", coldCap, missing)
-			progress("[%d svc] %s: %s", n, name, cold.Note)
+			s.logf("%s", cold.Note)
 			break
 		}
 		if kubeAt == 0 {
@@ -228,69 +282,15 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
-	if u, err := p.Usage(); err == nil {
-		cold.CPUs, cold.RSSMB = ptr(u.CPU.Seconds()), ptr(u.RSSMB)
-	}
-	if cold.KernelObjectsOK == nil || !*cold.KernelObjectsOK {
-		return []record{cold}, nil
-	}
-
-	progress("[%d svc] %s: one change x%d", n, name, o.changes)
-	one, err := oneChange(env, k, p, name, n, o, capDur)
-	return []record{cold, one}, err
-}
-
-// changeSpacing separates one-change samples.
-const changeSpacing = 1100 * time.Millisecond
-
-// oneChange adds one endpoint to one Service at a time and times the write
-// until the kernel has the new real server. The slices are restored after.
-func oneChange(env *framework.Env, k kernel, p *framework.Process, name string, n int, o options, capDur time.Duration) (record, error) {
-	rec := record{Proxier: name, Scenario: "one-change", Services: n, EndpointsPerService: o.perService, KernelObjectsOK: ptr(true)}
-	before, _ := p.Usage()
-	var lat []time.Duration
-	changed := map[int]bool{}
-	defer func() {
-		for i := range changed {
-			_ = env.Apply(benchSlice(i, o.perService))
+	if kubeAt != 0 {
+		if synced, ok := cachesSyncedAt(p.LogPath, start); ok {
+			cold.KubernetesReadyAfterSyncMs = ptr(ms(start.Add(kubeAt).Sub(synced)))
 		}
-	}()
-	scenarioStart := time.Now()
-	for s := 0; s < o.changes && time.Since(scenarioStart) < capDur; s++ {
-		i := (s * 7919) % n
-		added := offset(extraBase, s)
-		key := ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}
-		changed[i] = true
-		t0 := time.Now()
-		if err := env.Apply(benchSlice(i, o.perService, added)); err != nil {
-			return rec, err
-		}
-		for !k.hasReal(key, netip.AddrPortFrom(added, 8080)) {
-			if time.Since(t0) > 5*time.Minute {
-				rec.KernelObjectsOK = ptr(false)
-				rec.Note = fmt.Sprintf("endpoint %s of %s not programmed after 5m", added, serviceName(i))
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		lat = append(lat, time.Since(t0))
-		// Space the samples beyond the default --ipvs-min-sync-period (1s),
-		// so that each measures one isolated change, not the rate limit.
-		time.Sleep(changeSpacing)
 	}
-	if len(lat) < o.changes {
-		rec.Note = strings.TrimSpace(rec.Note + fmt.Sprintf(" capped at %s: %d of %d samples", capDur, len(lat), o.changes))
-	}
-	rec.Samples = ptr(len(lat))
-	if len(lat) > 0 {
-		p50, p99 := percentiles(lat)
-		rec.P50ms, rec.P99ms = ptr(p50), ptr(p99)
-		progress("[%d svc] %s: one change p50 %.1f ms, p99 %.1f ms (%d samples)", n, name, p50, p99, len(lat))
-	}
-	if after, err := p.Usage(); err == nil {
-		rec.CPUs, rec.RSSMB = ptr((after.CPU - before.CPU).Seconds()), ptr(after.RSSMB)
-	}
-	return rec, nil
+	u := s.usage()
+	cold.CPUs, cold.RSSMB = ptr(u.CPU.Seconds()), ptr(u.RSSMB)
+	s.profile("heap", "heap")
+	return cold, nil
 }
 
 func masqueradeRules() bool {
@@ -318,5 +318,9 @@ func writeResults(dir string, records []record) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(report(records)), 0o644)
+	plots, err := writePlots(dir, records)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(report(records, plots)), 0o644)
 }

@@ -30,65 +30,152 @@ func fmtF(v *float64, unit string) string {
 	if v == nil {
 		return "–"
 	}
-	return fmt.Sprintf("%.1f %s", *v, unit)
+	return fmt.Sprintf("%.2f %s", *v, unit)
+}
+
+func fmtInt(v *int) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprint(*v)
+}
+
+func fmtBool(v *bool) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprint(*v)
+}
+
+// column is one column of a scenario's table; floor and upstream are the
+// rows of the same table for the ratios, nil when absent.
+type column struct {
+	title string
+	cell  func(r, floor, upstream *record) string
+}
+
+var (
+	colProxier = column{"proxier", func(r, _, _ *record) string { return r.Proxier }}
+	colSamples = column{"samples", func(r, _, _ *record) string { return fmtInt(r.Samples) }}
+	colP50     = column{"p50", func(r, _, _ *record) string { return fmtMs(r.P50ms) }}
+	colP99     = column{"p99", func(r, _, _ *record) string { return fmtMs(r.P99ms) }}
+	colCPU     = column{"CPU", func(r, _, _ *record) string { return fmtF(r.CPUs, "s") }}
+	colRSS     = column{"RSS", func(r, _, _ *record) string { return fmtF(r.RSSMB, "MB") }}
+	colOK      = column{"kernel state ok", func(r, _, _ *record) string { return fmtBool(r.KernelObjectsOK) }}
+	colNote    = column{"note", func(r, _, _ *record) string { return r.Note }}
+)
+
+func vs(get func(*record) *float64, title string, against func(floor, upstream *record) *record) column {
+	return column{title, func(r, floor, upstream *record) string {
+		o := against(floor, upstream)
+		if o == nil {
+			return "–"
+		}
+		return ratio(get(r), get(o))
+	}}
+}
+
+func p99(r *record) *float64           { return r.P99ms }
+func cpu(r *record) *float64           { return r.CPUs }
+func theFloor(f, _ *record) *record    { return f }
+func theUpstream(_, u *record) *record { return u }
+
+// tables says which columns each scenario shows.
+var tables = map[string][]column{
+	"cold-start": {colProxier, {"complete", colP99.cell}, vs(p99, "vs floor", theFloor), vs(p99, "vs upstream", theUpstream),
+		{"kubernetes ready", func(r, _, _ *record) string { return fmtMs(r.KubernetesReadyMs) }},
+		{"… after caches synced", func(r, _, _ *record) string { return fmtMs(r.KubernetesReadyAfterSyncMs) }},
+		colCPU, colRSS, colOK, colNote},
+	"one-change": {colProxier, {"change", func(r, _, _ *record) string { return r.Change }}, colSamples, colP50, colP99,
+		vs(p99, "p99 vs floor", theFloor), vs(p99, "p99 vs upstream", theUpstream),
+		{"own metric p50 / p99", func(r, _, _ *record) string { return fmtMs(r.MetricP50ms) + " / " + fmtMs(r.MetricP99ms) }},
+		colCPU, colRSS, colOK, colNote},
+	"churn": {colProxier, {"writes", colSamples.cell}, {"own metric p50", colP50.cell}, {"own metric p99", colP99.cell},
+		vs(p99, "p99 vs upstream", theUpstream), colCPU, vs(cpu, "CPU vs upstream", theUpstream), colRSS, colOK, colNote},
+	"steady-sync": {colProxier, {"full syncs", colSamples.cell}, {"sync p50", colP50.cell},
+		{"CPU per full sync", colCPU.cell}, vs(cpu, "vs upstream", theUpstream), colRSS, colNote},
+	"restart": {colProxier, {"time to synced", colP99.cell}, vs(p99, "vs upstream", theUpstream), colCPU, colRSS,
+		{"nothing removed", colOK.cell}, colNote},
+}
+
+var scenarioOrder = []string{"cold-start", "one-change", "churn", "steady-sync", "restart"}
+
+var scenarioText = map[string]string{
+	"cold-start": "Proxier started with every object present, until the kernel holds the complete state " +
+		"(and default/kubernetes alone: VS, real server, VIP, ipset entries, masquerade rules). " +
+		"The floor writes the same objects with one netlink call each.",
+	"one-change": "API write until the kernel shows it, samples 1.1 s apart, cycling through the kinds. " +
+		"The floor is the API write, its watch event and one netlink call (endpoint add/remove). " +
+		"“Own metric” is the proxier's kubeproxy_network_programming_duration_seconds (buckets of 0.25 s and up, interpolated).",
+	"churn": "Endpoint changes at a fixed rate; latency is the proxier's own network programming metric; " +
+		"kernel state ok means the exact final set of real servers was reached.",
+	"steady-sync": "No changes: the process's CPU over 61 s (two default sync periods) without touching it, divided by the full syncs in that window; " +
+		"idle time between syncs counts. Sync p50 is the proxier's own full-sync duration metric.",
+	"restart": "Proxier stopped and started again on the full kernel: time until its first sync, while every " +
+		"kube-ipvs0 address (netlink events) and a sample of virtual servers, real servers and ipset entries (polled) is watched.",
 }
 
 // report renders results as Markdown: one table per scenario and scale, with
-// every figure also as a ratio to the raw-netlink floor and to upstream.
-func report(records []record) string {
-	type key struct {
-		scenario string
-		services int
-	}
-	groups := map[key][]record{}
-	var keys []key
-	for _, r := range records {
-		k := key{r.Scenario, r.Services}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	sort.SliceStable(keys, func(i, j int) bool {
-		if keys[i].scenario != keys[j].scenario {
-			return keys[i].scenario < keys[j].scenario
-		}
-		return keys[i].services < keys[j].services
-	})
+// figures also as ratios to the raw-netlink floor and to upstream.
+func report(records []record, plots []string) string {
 	var b strings.Builder
-	b.WriteString("# Benchmark report\n\nMeasured inside the test VM (see docs/testing.md); numbers are for ratios within one run.\n")
-	for _, k := range keys {
-		rs := groups[k]
-		var floor, upstream *record
-		for i := range rs {
-			switch rs[i].Proxier {
-			case "floor":
-				floor = &rs[i]
-			case "kube-proxy":
-				upstream = &rs[i]
+	b.WriteString("# Benchmark report\n\nMeasured inside the test VM (see docs/testing.md and docs/performance.md); " +
+		"numbers are for ratios within one run. CPU profiles of kube-ipvs-proxy are in profiles/.\n")
+	for _, p := range plots {
+		fmt.Fprintf(&b, "\n![%s](%s)\n", strings.TrimSuffix(p, ".svg"), p)
+	}
+	for _, scenario := range scenarioOrder {
+		byScale := map[int][]record{}
+		var scales []int
+		for _, r := range records {
+			if r.Scenario != scenario {
+				continue
 			}
+			if _, ok := byScale[r.Services]; !ok {
+				scales = append(scales, r.Services)
+			}
+			byScale[r.Services] = append(byScale[r.Services], r)
 		}
-		fmt.Fprintf(&b, "\n## %s, %d Services × %d endpoints\n\n", k.scenario, k.services, rs[0].EndpointsPerService)
-		b.WriteString("| proxier | samples | p50 | p99 | p99 vs floor | p99 vs upstream | kubernetes ready | CPU | RSS | kernel state ok | note |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range rs {
-			var fl, up *float64
-			if floor != nil {
-				fl = floor.P99ms
+		sort.Ints(scales)
+		for _, n := range scales {
+			rs := byScale[n]
+			fmt.Fprintf(&b, "\n## %s, %d Services × %d endpoints\n\n%s\n\n", scenario, n, rs[0].EndpointsPerService, scenarioText[scenario])
+			cols := tables[scenario]
+			var titles []string
+			for _, c := range cols {
+				titles = append(titles, c.title)
 			}
-			if upstream != nil {
-				up = upstream.P99ms
+			b.WriteString("| " + strings.Join(titles, " | ") + " |\n|" + strings.Repeat("---|", len(cols)) + "\n")
+			// Ratios compare rows of the same kind of change.
+			for i := range rs {
+				r := &rs[i]
+				var floor, upstream *record
+				for j := range rs {
+					if rs[j].Change != r.Change {
+						continue
+					}
+					switch rs[j].Proxier {
+					case "floor":
+						floor = &rs[j]
+					case "kube-proxy":
+						upstream = &rs[j]
+					}
+				}
+				if scenario == "one-change" && floor == nil {
+					// The floor measures endpoint changes only; compare
+					// every kind with them.
+					for j := range rs {
+						if rs[j].Proxier == "floor" {
+							floor = &rs[j]
+						}
+					}
+				}
+				var cells []string
+				for _, c := range cols {
+					cells = append(cells, c.cell(r, floor, upstream))
+				}
+				b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 			}
-			samples, ok := "–", "–"
-			if r.Samples != nil {
-				samples = fmt.Sprint(*r.Samples)
-			}
-			if r.KernelObjectsOK != nil {
-				ok = fmt.Sprint(*r.KernelObjectsOK)
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Proxier, samples,
-				fmtMs(r.P50ms), fmtMs(r.P99ms), ratio(r.P99ms, fl), ratio(r.P99ms, up), fmtMs(r.KubernetesReadyMs),
-				fmtF(r.CPUs, "s"), fmtF(r.RSSMB, "MB"), ok, r.Note)
 		}
 	}
 	return b.String()

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// metricsURL is where both proxiers serve Prometheus metrics by default.
+const metricsURL = "http://127.0.0.1:10249/metrics"
+
+// series is one scrape: the value of each sample line, keyed by its name and
+// labels as printed ("name{a=\"b\"}").
+type series map[string]float64
+
+func scrape() (series, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	out := series{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// value is an unlabelled sample, or the sum over label sets.
+func (s series) value(name string) float64 {
+	var sum float64
+	for k, v := range s {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// bucket is one cumulative histogram bucket.
+type bucket struct {
+	le    float64
+	count float64
+}
+
+// histogram is a Prometheus histogram's cumulative buckets, ascending.
+type histogram []bucket
+
+func (s series) histogram(name string) histogram {
+	var h histogram
+	for k, v := range s {
+		if !strings.HasPrefix(k, name+"_bucket{") {
+			continue
+		}
+		_, rest, ok := strings.Cut(k, `le="`)
+		le, _, _ := strings.Cut(rest, `"`)
+		bound, err := strconv.ParseFloat(le, 64)
+		if ok && err == nil {
+			h = append(h, bucket{bound, v})
+		}
+	}
+	sort.Slice(h, func(i, j int) bool { return h[i].le < h[j].le })
+	return h
+}
+
+// since is the histogram of the observations made after an earlier scrape.
+func (h histogram) since(before histogram) histogram {
+	out := append(histogram(nil), h...)
+	for i := range out {
+		for _, b := range before {
+			if b.le == out[i].le {
+				out[i].count -= b.count
+			}
+		}
+	}
+	return out
+}
+
+func (h histogram) total() float64 {
+	if len(h) == 0 {
+		return 0
+	}
+	return h[len(h)-1].count
+}
+
+// quantile interpolates within the bucket holding the q-th observation, as
+// PromQL's histogram_quantile does; observations beyond the last finite
+// bound report that bound. NaN without observations.
+func (h histogram) quantile(q float64) float64 {
+	n := h.total()
+	if n == 0 {
+		return math.NaN()
+	}
+	rank := q * n
+	lower, below := 0.0, 0.0
+	for _, b := range h {
+		if b.count >= rank {
+			if math.IsInf(b.le, 1) {
+				return lower
+			}
+			in := b.count - below
+			if in == 0 {
+				return b.le
+			}
+			return lower + (b.le-lower)*(rank-below)/in
+		}
+		lower, below = b.le, b.count
+	}
+	return lower
+}

@@ -1,0 +1,616 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// session measures one proxier at one scale; its scenarios run in order on
+// the same process, except restart, which replaces it.
+type session struct {
+	env  *framework.Env
+	k    kernel
+	name string
+	n    int
+	o    options
+	// cap bounds each scenario after the cold start (upstream only).
+	cap time.Duration
+	p   *framework.Process
+}
+
+func (s *session) record(scenario string) record {
+	return record{Proxier: s.name, Scenario: scenario, Services: s.n, EndpointsPerService: s.o.perService}
+}
+
+func (s *session) logf(format string, args ...any) {
+	progress("[%d svc] %s: "+format, append([]any{s.n, s.name}, args...)...)
+}
+
+// profile saves a pprof profile of our proxier (it serves them with
+// --profiling) under the results directory; upstream is not profiled.
+func (s *session) profile(what, file string) {
+	if s.name != "kube-ipvs-proxy" {
+		return
+	}
+	dir := filepath.Join(s.o.out, "profiles")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	data, err := fetch("http://127.0.0.1:10249/debug/pprof/"+what, 5*time.Minute)
+	if err != nil {
+		s.logf("profile %s: %v", what, err)
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", s.name, s.n, file)), data, 0o644)
+}
+
+// cpuProfiles records back-to-back CPU profiles until stop is closed.
+func (s *session) cpuProfiles(file string, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if s.name != "kube-ipvs-proxy" {
+		return &wg
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.profile("profile?seconds=5", fmt.Sprintf("%s-cpu-%02d", file, i))
+		}
+	}()
+	return &wg
+}
+
+func (s *session) usage() framework.Usage {
+	u, _ := s.p.Usage()
+	return u
+}
+
+// networkProgramming returns the proxier's own
+// kubeproxy_network_programming_duration_seconds observations since before,
+// as p50/p99 in milliseconds.
+func networkProgramming(before series) (p50, p99 *float64) {
+	after, err := scrape()
+	if err != nil {
+		return nil, nil
+	}
+	const name = "kubeproxy_network_programming_duration_seconds"
+	h := after.histogram(name).since(before.histogram(name))
+	if h.total() == 0 {
+		return nil, nil
+	}
+	return ptr(1000 * h.quantile(0.50)), ptr(1000 * h.quantile(0.99))
+}
+
+// triggered stamps a slice with the time of the change, as the EndpointSlice
+// controller does, so the proxier's network programming metric covers it.
+func triggered(s *discovery.EndpointSlice) *discovery.EndpointSlice {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[v1.EndpointsLastChangeTriggerTime] = time.Now().Format(time.RFC3339Nano)
+	return s
+}
+
+// putSlice writes a slice the bench owns, unconditionally: one request.
+func (s *session) putSlice(sl *discovery.EndpointSlice) error {
+	return putSlice(s.env, sl)
+}
+
+func putSlice(env *framework.Env, sl *discovery.EndpointSlice) error {
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	_, err := env.Admin.DiscoveryV1().EndpointSlices(sl.Namespace).Update(ctx, triggered(sl), metav1.UpdateOptions{})
+	return err
+}
+
+// change is one sample of the one-change scenario: API writes and the kernel
+// state that shows they are programmed.
+type change struct {
+	kind  string
+	write func() error
+	done  func() bool
+}
+
+// changeSpacing separates one-change samples.
+const changeSpacing = 1100 * time.Millisecond
+
+var extraServiceBase = netip.MustParseAddr("10.96.250.0")
+
+func (s *session) hasVS(key ipvs.Key) bool {
+	ok, err := s.k.ipvs.HasVirtualServer(key)
+	return ok || err != nil // an error proves nothing gone
+}
+
+// changeFor cycles through five kinds of change: an endpoint added to and
+// removed from an existing Service, and a new Service added, its port
+// modified and deleted.
+func (s *session) changeFor(i int) change {
+	svc := (i / 5 * 7919) % s.n
+	key := ipvs.Key{Address: serviceIP(svc), Protocol: ipvs.TCP, Port: 80}
+	added := netip.AddrPortFrom(offset(extraBase, i/5), 8080)
+	x := i / 5
+	name := fmt.Sprintf("extra-%03d", x)
+	ip := offset(extraServiceBase, x).String()
+	at := func(port int32) ipvs.Key {
+		return ipvs.Key{Address: offset(extraServiceBase, x), Protocol: ipvs.TCP, Port: uint16(port)}
+	}
+	extraEP := netip.AddrPortFrom(offset(extraBase, 1000+x), 8080)
+	extraSlice := func() *discovery.EndpointSlice {
+		return framework.Slice(namespace, name, name+"-1",
+			[]discovery.EndpointPort{framework.SlicePort("http", v1.ProtocolTCP, 8080)},
+			framework.Endpoint(extraEP.Addr().String(), "other-node", true))
+	}
+	ctx := func() (context.Context, context.CancelFunc) { return framework.Ctx() }
+	switch i % 5 {
+	case 0:
+		return change{"endpoint-add",
+			func() error { return s.putSlice(benchSlice(svc, s.o.perService, added.Addr())) },
+			func() bool { return s.k.hasReal(key, added) }}
+	case 1:
+		return change{"endpoint-remove",
+			func() error { return s.putSlice(benchSlice(svc, s.o.perService)) },
+			func() bool { return !s.k.hasReal(key, added) }}
+	case 2:
+		return change{"service-add",
+			func() error {
+				c, cancel := ctx()
+				defer cancel()
+				svc := framework.ClusterIPService(namespace, name, ip, framework.Port("http", v1.ProtocolTCP, 80, 8080))
+				if _, err := s.env.Admin.CoreV1().Services(namespace).Create(c, svc, metav1.CreateOptions{}); err != nil {
+					return err
+				}
+				_, err := s.env.Admin.DiscoveryV1().EndpointSlices(namespace).Create(c, triggered(extraSlice()), metav1.CreateOptions{})
+				return err
+			},
+			func() bool { return s.k.hasReal(at(80), extraEP) }}
+	case 3:
+		return change{"service-modify",
+			func() error {
+				c, cancel := ctx()
+				defer cancel()
+				cur, err := s.env.Admin.CoreV1().Services(namespace).Get(c, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Spec.Ports[0].Port = 81
+				_, err = s.env.Admin.CoreV1().Services(namespace).Update(c, cur, metav1.UpdateOptions{})
+				return err
+			},
+			func() bool { return s.k.hasReal(at(81), extraEP) && !s.hasVS(at(80)) }}
+	default:
+		return change{"service-delete",
+			func() error { return s.env.DeleteService(namespace, name) },
+			func() bool { return !s.hasVS(at(81)) }}
+	}
+}
+
+// cleanExtras removes what an interrupted one-change run may have left.
+func cleanExtras(env *framework.Env) {
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	list, err := env.Admin.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, svc := range list.Items {
+		if strings.HasPrefix(svc.Name, "extra-") {
+			_ = env.DeleteService(namespace, svc.Name)
+		}
+	}
+}
+
+// oneChange times o.changes isolated changes, from the first API write until
+// the kernel shows it, one record per kind of change and one for all.
+func (s *session) oneChange() ([]record, error) {
+	cleanExtras(s.env)
+	before := s.usage()
+	metricsBefore, _ := scrape()
+	lat := map[string][]time.Duration{}
+	var all []time.Duration
+	var kinds []string
+	note := ""
+	start := time.Now()
+	for i := 0; i < s.o.changes && time.Since(start) < s.cap; i++ {
+		c := s.changeFor(i)
+		if _, ok := lat[c.kind]; !ok {
+			kinds = append(kinds, c.kind)
+		}
+		t0 := time.Now()
+		if err := c.write(); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.kind, err)
+		}
+		for !c.done() {
+			if time.Since(t0) > 5*time.Minute {
+				note = fmt.Sprintf("%s (sample %d) not programmed after 5m", c.kind, i)
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		d := time.Since(t0)
+		lat[c.kind] = append(lat[c.kind], d)
+		all = append(all, d)
+		if note != "" {
+			break
+		}
+		// Space the samples beyond the default --ipvs-min-sync-period (1s),
+		// so that each measures one isolated change, not the rate limit.
+		time.Sleep(changeSpacing)
+	}
+	cleanExtras(s.env)
+	if len(all) < s.o.changes && note == "" {
+		note = fmt.Sprintf("capped at %s: %d of %d samples", s.cap, len(all), s.o.changes)
+	}
+	after := s.usage()
+	rec := s.record("one-change")
+	rec.Change = "all"
+	rec.Samples = ptr(len(all))
+	rec.KernelObjectsOK = ptr(!strings.Contains(note, "not programmed"))
+	rec.Note = note
+	rec.CPUs, rec.RSSMB = ptr((after.CPU - before.CPU).Seconds()), ptr(after.RSSMB)
+	if metricsBefore != nil {
+		rec.MetricP50ms, rec.MetricP99ms = networkProgramming(metricsBefore)
+	}
+	if len(all) == 0 {
+		return []record{rec}, nil
+	}
+	p50, p99 := percentiles(all)
+	rec.P50ms, rec.P99ms = ptr(p50), ptr(p99)
+	s.logf("one change p50 %.1f ms, p99 %.1f ms (%d samples)", p50, p99, len(all))
+	out := []record{rec}
+	for _, kind := range kinds {
+		r := s.record("one-change")
+		r.Change = kind
+		p50, p99 := percentiles(lat[kind])
+		r.Samples, r.P50ms, r.P99ms = ptr(len(lat[kind])), ptr(p50), ptr(p99)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// churnWorkers write in parallel; a Service always goes to the same worker,
+// so its writes keep their order and the final state is known.
+const churnWorkers = 16
+
+// churn changes one endpoint o.churnRate times per second for
+// o.churnDuration (adding an endpoint to a Service, or removing the one added
+// before), then waits until the kernel holds exactly the final state. Latency
+// comes from the proxier's own network programming metric.
+func (s *session) churn() (record, error) {
+	rec := s.record("churn")
+	before := s.usage()
+	metricsBefore, _ := scrape()
+	rng := rand.New(rand.NewSource(1))
+	var mu sync.Mutex
+	extra := map[int]netip.Addr{} // Service → its added endpoint, as written
+	var writes, failures int
+	queues := make([]chan int, churnWorkers)
+	var wg sync.WaitGroup
+	next := 0
+	for w := range queues {
+		queues[w] = make(chan int, 64)
+		wg.Add(1)
+		go func(q <-chan int) {
+			defer wg.Done()
+			for svc := range q {
+				mu.Lock()
+				_, has := extra[svc]
+				add := offset(churnBase, next)
+				next++
+				mu.Unlock()
+				sl := benchSlice(svc, s.o.perService)
+				if !has {
+					sl = benchSlice(svc, s.o.perService, add)
+				}
+				err := s.putSlice(sl)
+				mu.Lock()
+				switch {
+				case err != nil:
+					failures++
+				case has:
+					delete(extra, svc)
+				default:
+					extra[svc] = add
+				}
+				writes++
+				mu.Unlock()
+			}
+		}(queues[w])
+	}
+	interval := time.Second / time.Duration(s.o.churnRate)
+	tick := time.NewTicker(interval)
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < s.o.churnDuration {
+		<-tick.C
+		svc := rng.Intn(s.n)
+		select {
+		case queues[svc%churnWorkers] <- svc:
+			sent++
+		default: // the API cannot keep up; counted as the achieved rate
+		}
+	}
+	tick.Stop()
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
+	writeTime := time.Since(start)
+	s.logf("churn: %d writes in %s (%d failed); waiting for the kernel", writes, writeTime.Round(time.Second), failures)
+
+	// The exact final state: every Service's real servers with a non-zero
+	// weight (removed TCP real servers may still drain at weight 0).
+	converged := func() (bool, string) {
+		tab, err := readIPVSTable()
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := 0; i < s.n; i++ {
+			want := map[netip.AddrPort]bool{}
+			for j := 0; j < s.o.perService; j++ {
+				want[netip.AddrPortFrom(endpointIP(i, j, s.o.perService), 8080)] = true
+			}
+			if a, ok := extra[i]; ok {
+				want[netip.AddrPortFrom(a, 8080)] = true
+			}
+			key := ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}
+			got := 0
+			for id, w := range tab[key] {
+				if w == 0 {
+					continue
+				}
+				if !want[id] {
+					return false, fmt.Sprintf("%s has stray real server %s", serviceName(i), id)
+				}
+				got++
+			}
+			if got != len(want) {
+				return false, fmt.Sprintf("%s has %d of %d real servers", serviceName(i), got, len(want))
+			}
+		}
+		return true, ""
+	}
+	wait := time.Now()
+	ok, why := converged()
+	for !ok && time.Since(wait) < max(s.cap, 5*time.Minute) {
+		time.Sleep(500 * time.Millisecond)
+		ok, why = converged()
+	}
+	settle := time.Since(wait)
+	after := s.usage()
+	rec.KernelObjectsOK = ptr(ok)
+	rec.CPUs, rec.RSSMB = ptr((after.CPU - before.CPU).Seconds()), ptr(after.RSSMB)
+	rec.Samples = ptr(writes - failures)
+	rec.Note = fmt.Sprintf("%d writes in %s (%.0f/s), final state after +%s", writes-failures,
+		writeTime.Round(time.Second), float64(writes-failures)/writeTime.Seconds(), settle.Round(100*time.Millisecond))
+	if !ok {
+		rec.Note = fmt.Sprintf("%d writes in %s; final state NOT reached after %s: %s", writes-failures,
+			writeTime.Round(time.Second), settle.Round(time.Second), why)
+	}
+	if metricsBefore != nil {
+		rec.P50ms, rec.P99ms = networkProgramming(metricsBefore)
+		rec.MetricP50ms, rec.MetricP99ms = rec.P50ms, rec.P99ms
+	}
+	s.logf("churn: %s", rec.Note)
+
+	// Put the slices back, so later proxiers see the same objects.
+	for svc := range extra {
+		if err := s.putSlice(benchSlice(svc, s.o.perService)); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+// churnBase is where the churn scenario's endpoints live.
+var churnBase = netip.MustParseAddr("10.210.0.0")
+
+// syncCount is how many full syncs the proxier has done. Ours counts drift
+// checks apart from partial syncs; every upstream IPVS sync is a full one.
+func syncCount(m series) float64 {
+	if v, ok := m["kubeproxy_sync_full_proxy_rules_duration_seconds_count"]; ok {
+		return v
+	}
+	return m.value("kubeproxy_sync_proxy_rules_duration_seconds_count")
+}
+
+// steadySync measures CPU per periodic full sync with no changes. Once the
+// changes of earlier scenarios are done, it waits for a full sync to end, then
+// reads the process's CPU time over a window of two sync periods without
+// touching the proxier (scraping its metrics costs CPU too), and divides by
+// the full syncs done meanwhile; idle time between them counts.
+func (s *session) steadySync() record {
+	rec := s.record("steady-sync")
+	deadline := time.Now().Add(max(s.cap, 3*time.Minute))
+	poll := func(done func(series) bool) bool {
+		for time.Now().Before(deadline) {
+			if m, err := scrape(); err == nil && done(m) {
+				return true
+			}
+			time.Sleep(time.Second)
+		}
+		return false
+	}
+	quiet := poll(func(m series) bool {
+		return m.value("kubeproxy_sync_proxy_rules_endpoint_changes_pending") == 0 &&
+			m.value("kubeproxy_sync_proxy_rules_service_changes_pending") == 0
+	})
+	c0 := syncCount(mustScrape())
+	if !quiet || !poll(func(m series) bool { return syncCount(m) > c0 }) {
+		rec.Note = "no full sync without pending changes before the cap"
+		return rec
+	}
+	m0, before, t0 := mustScrape(), s.usage(), time.Now()
+	time.Sleep(steadyWindow)
+	// Upstream at scale may sync less often than the window: wait for one.
+	poll(func(m series) bool { return syncCount(m) > syncCount(m0) })
+	after, m1 := s.usage(), mustScrape()
+	window := time.Since(t0)
+	syncs := syncCount(m1) - syncCount(m0)
+	rec.RSSMB = ptr(after.RSSMB)
+	if syncs < 1 || m0 == nil || m1 == nil {
+		rec.Note = fmt.Sprintf("no full sync within %s", window.Round(time.Second))
+		return rec
+	}
+	rec.Samples = ptr(int(syncs))
+	rec.CPUs = ptr((after.CPU - before.CPU).Seconds() / syncs)
+	name := "kubeproxy_sync_proxy_rules_duration_seconds"
+	if _, ok := m1["kubeproxy_sync_full_proxy_rules_duration_seconds_count"]; ok {
+		name = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	}
+	h := m1.histogram(name).since(m0.histogram(name))
+	rec.P50ms, rec.P99ms = ptr(1000*h.quantile(0.5)), ptr(1000*h.quantile(0.99))
+	rec.Note = fmt.Sprintf("%d full syncs in %s, %.2f CPU s in all; sync duration from the proxier's metric",
+		int(syncs), window.Round(time.Second), (after.CPU - before.CPU).Seconds())
+	s.logf("steady: %.2f CPU s per full sync", *rec.CPUs)
+	return rec
+}
+
+// steadyWindow is two default --ipvs-sync-period (30 s), plus a little.
+const steadyWindow = 61 * time.Second
+
+func mustScrape() series {
+	m, _ := scrape()
+	return m
+}
+
+// restart stops the proxier and starts a new one on the full kernel, timing
+// until the new one reports a sync, and watches that nothing it programmed
+// goes missing meanwhile: every kube-ipvs0 address (netlink events) and a
+// sample of virtual servers, real servers and ipset entries (polled).
+func (s *session) restart() (record, error) {
+	rec := s.record("restart")
+	sample := s.restartSample()
+	stopWatch := make(chan struct{})
+	var missing []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for _, m := range watchAddressRemovals(stopWatch) {
+			mu.Lock()
+			missing = append(missing, m)
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stopWatch:
+				return
+			default:
+			}
+			for _, check := range sample {
+				if what := check(); what != "" {
+					mu.Lock()
+					missing = append(missing, what)
+					mu.Unlock()
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if err := s.p.Stop(); err != nil {
+		return rec, err
+	}
+	start := time.Now()
+	p, err := startProxier(s.env, s.name)
+	if err != nil {
+		close(stopWatch)
+		wg.Wait()
+		return rec, err
+	}
+	s.p = p
+	err = framework.WaitSynced(p, start, max(s.cap, 10*time.Minute))
+	synced := time.Since(start)
+	time.Sleep(2 * time.Second) // anything removed late would show now
+	close(stopWatch)
+	wg.Wait()
+	if err != nil {
+		rec.Note = err.Error()
+		rec.KernelObjectsOK = ptr(false)
+		return rec, nil
+	}
+	u := s.usage()
+	rec.Samples, rec.P50ms, rec.P99ms = ptr(1), ptr(ms(synced)), ptr(ms(synced))
+	rec.CPUs, rec.RSSMB = ptr(u.CPU.Seconds()), ptr(u.RSSMB)
+	rec.KernelObjectsOK = ptr(len(missing) == 0)
+	rec.Note = fmt.Sprintf("%d objects seen missing (all addresses watched, %d objects polled)", len(missing), len(sample))
+	if len(missing) > 0 {
+		rec.Note += ", e.g. " + missing[0]
+	}
+	if m, err := scrape(); err == nil {
+		if ops, ok := m["kubeproxy_sync_proxy_rules_kernel_operations_total"]; ok {
+			rec.Note += fmt.Sprintf("; %d kernel writes by the new process", int(ops))
+		}
+	}
+	s.logf("restart: synced after %s; %s", synced.Round(time.Millisecond), rec.Note)
+	return rec, nil
+}
+
+// restartSample returns checks for default/kubernetes and up to 20 other
+// Services: each says what is missing, or "".
+func (s *session) restartSample() []func() string {
+	type svc struct {
+		key   ipvs.Key
+		reals []netip.AddrPort
+	}
+	list := []svc{{kubeKey, []netip.AddrPort{kubeReal}}}
+	for i := 0; i < s.n; i += max(1, s.n/20) {
+		var reals []netip.AddrPort
+		for j := 0; j < s.o.perService; j++ {
+			reals = append(reals, netip.AddrPortFrom(endpointIP(i, j, s.o.perService), 8080))
+		}
+		list = append(list, svc{ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}, reals})
+	}
+	var checks []func() string
+	for _, v := range list {
+		checks = append(checks, func() string {
+			if ok, err := s.k.ipvs.HasVirtualServer(v.key); err == nil && !ok {
+				return "virtual server " + v.key.String()
+			}
+			got, err := s.k.ipvs.RealServers(v.key)
+			if err != nil {
+				return "real servers of " + v.key.String() + ": " + err.Error()
+			}
+			have := map[netip.AddrPort]bool{}
+			for _, r := range got {
+				if r.Weight > 0 {
+					have[r.ID()] = true
+				}
+			}
+			for _, r := range v.reals {
+				if !have[r] {
+					return fmt.Sprintf("real server %s of %s", r, v.key)
+				}
+			}
+			entry := ipset.Entry{IP: v.key.Address, Protocol: "tcp", Port: v.key.Port}
+			if ok, err := s.k.sets.Has("KUBE-CLUSTER-IP", entry); err != nil || !ok {
+				return "KUBE-CLUSTER-IP " + entry.String()
+			}
+			return ""
+		})
+	}
+	return checks
+}
