@@ -55,19 +55,21 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 		}))
 
 	svcInf := filtered.Core().V1().Services().Informer()
-	if _, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	svcReg, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { with(o, svc.OnServiceAdd) },
 		UpdateFunc: func(old, cur any) { with2(old, cur, svc.OnServiceUpdate) },
 		DeleteFunc: func(o any) { with(o, svc.OnServiceDelete) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("service handler: %w", err)
 	}
 	epsInf := filtered.Discovery().V1().EndpointSlices().Informer()
-	if _, err := epsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	epsReg, err := epsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { with(o, eps.OnEndpointSliceAdd) },
 		UpdateFunc: func(old, cur any) { with2(old, cur, eps.OnEndpointSliceUpdate) },
 		DeleteFunc: func(o any) { with(o, eps.OnEndpointSliceDelete) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("endpointslice handler: %w", err)
 	}
 	nodeInf := ownNode.Core().V1().Nodes().Informer()
@@ -81,8 +83,12 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 
 	filtered.Start(ctx.Done())
 	ownNode.Start(ctx.Done())
-	go whenSynced(ctx, svcInf.HasSynced, svc.OnServicesSynced)
-	go whenSynced(ctx, epsInf.HasSynced, eps.OnEndpointSlicesSynced)
+	// The registrations, not the informers: an informer has synced once its
+	// first list is in the cache, before our handlers have seen all of it,
+	// and a first sync then would delete the real servers of every Service
+	// whose slices are still on their way.
+	go whenSynced(ctx, svcReg.HasSynced, svc.OnServicesSynced)
+	go whenSynced(ctx, epsReg.HasSynced, eps.OnEndpointSlicesSynced)
 	return nil
 }
 
