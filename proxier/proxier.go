@@ -248,6 +248,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 		}
 	}
 	var errs []error
+	var written *writtenKeys
 	switch {
 	case read != nil && read.err != nil:
 		p.rec.written = nil
@@ -258,7 +259,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 		errs = append(errs, read.err)
 		read = nil // changes are still applied; the drift check is retried
 	case read != nil:
-		p.rec.adopt(read.view)
+		written = p.rec.adopt(read.view)
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
@@ -270,7 +271,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 	}
 	errs = append(errs, p.rec.apply()...)
 	if read != nil {
-		errs = append(errs, p.rec.drain()...)
+		errs = append(errs, p.rec.drain(read.view, written)...)
 	}
 	return read, errors.Join(errs...)
 }

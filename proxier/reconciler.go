@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -220,8 +221,8 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 
 // adopt replaces the believed kernel state with a view, except for keys
 // written since beginRead, and marks everything, desired or present, dirty,
-// so the next apply repairs any drift.
-func (r *reconciler) adopt(v *kernelView) {
+// so the next apply repairs any drift. It returns those written keys.
+func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 	w := r.written
 	r.written = nil
 	if w == nil {
@@ -267,6 +268,7 @@ func (r *reconciler) adopt(v *kernelView) {
 	for e := range r.wantEntry {
 		r.dirtyEntry[e] = true
 	}
+	return w
 }
 
 // merge takes the members a read saw, except for keys written during the
@@ -286,7 +288,7 @@ func merge[K comparable](read, belief, written map[K]bool) map[K]bool {
 	return out
 }
 
-// refresh reads the kernel and adopts it, on the calling goroutine.
+// refresh reads the kernel, adopts it and drains, on the calling goroutine.
 func (r *reconciler) refresh() error {
 	r.beginRead()
 	v, err := r.readKernel()
@@ -294,8 +296,7 @@ func (r *reconciler) refresh() error {
 		r.written = nil
 		return err
 	}
-	r.adopt(v)
-	return nil
+	return errors.Join(r.drain(v, r.adopt(v))...)
 }
 
 // Record a write, if a kernel read is in flight.
@@ -535,22 +536,19 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
 	return nil
 }
 
-// drain deletes weight-0 real servers whose connections have ended. It reads
-// counters only for virtual servers that have such real servers.
-func (r *reconciler) drain() []error {
+// drain deletes weight-0 real servers whose connections had ended when the
+// kernel was read, from the read's counters: no request per virtual server on
+// the sync goroutine. Virtual servers written during the read wait for the
+// next drift check, as their counters may predate the write.
+func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 	var errs []error
 	for k, ids := range r.draining {
-		reals, err := r.ipvs.RealServers(k)
-		if err != nil {
-			errs = append(errs, err)
+		if written.vs[k] {
 			continue
 		}
-		byID := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
-		for _, rs := range reals {
-			byID[rs.ID()] = rs
-		}
+		seen := v.rs[k]
 		for id := range ids {
-			rs, ok := byID[id]
+			rs, ok := seen[id]
 			if !ok {
 				delete(ids, id)
 				delete(r.haveRS[k], id)

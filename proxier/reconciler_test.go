@@ -214,13 +214,13 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	gone := netip.MustParseAddrPort("10.244.0.2:8080")
 	k.ipvs.SetConnections(key, gone, 1, 3)
-	if errs := r.drain(); len(errs) > 0 {
-		t.Fatal(errs)
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
 	}
 	expectOps(t, k)
 	k.ipvs.SetConnections(key, gone, 0, 0)
-	if errs := r.drain(); len(errs) > 0 {
-		t.Fatal(errs)
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
 	}
 	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 
@@ -315,4 +315,34 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 	if n, _ := r.applyFirst(critical); n != 0 {
 		t.Errorf("applyFirst after a full apply found %d objects to write", n)
 	}
+}
+
+func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	mustApply(t, r)
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	mustApply(t, r)
+	k.ops()
+
+	// The read sees the quiesced server idle, but the virtual server is
+	// written while the read is in flight: its counters may be stale.
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.3:8080"))
+	mustApply(t, r)
+	if errs := r.drain(v, r.adopt(v)); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.3:8080")
+
+	// The next drift check deletes it.
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 }
