@@ -184,6 +184,11 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 func openKernel(log *zap.Logger) (proxier.Kernel, error) {
 	var k proxier.Kernel
 	for _, m := range []string{"ip_vs", "ip_set", "dummy"} {
+		// A loaded (or built-in) module is in /sys/module: no process to
+		// start, which costs ~0.15 s each in the emulated test VM.
+		if _, err := os.Stat("/sys/module/" + m); err == nil {
+			continue
+		}
 		if err := exec.Command("modprobe", m).Run(); err != nil {
 			log.Debug("modprobe failed; assuming built in or loaded", zap.String("module", m), zap.Error(err))
 		}
