@@ -63,7 +63,7 @@ demo: e2e-bins k8s-bins vm-kernel
 # heap profiles with their top functions); latest links to it. bench-quick is
 # the developer's check after a change: 1k Services, no upstream.
 BENCH_SCALES ?= $(if $(filter large,$(BENCH_SCALE)),1000$(comma)10000$(comma)50000,1000$(comma)10000)
-BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy
+BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy,fake
 BENCH_ARGS ?=
 comma := ,
 bench-quick: BENCH_SCALES = 1000

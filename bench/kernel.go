@@ -6,6 +6,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -49,11 +52,10 @@ func (k kernel) kubernetesReady() bool {
 	if ok, err := k.sets.Has("KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}); err != nil || !ok {
 		return false
 	}
-	addrs, err := k.links.Addresses()
-	if err != nil || !contains(addrs, kubeVIP) {
-		return false
-	}
-	return true
+	// One route lookup, where listing kube-ipvs0's addresses returns
+	// thousands: the VIP is local once it is on the link.
+	routes, err := netlink.RouteGet(kubeVIP.AsSlice())
+	return err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL
 }
 
 // complete says whether the kernel holds the whole desired state for n

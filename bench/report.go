@@ -124,6 +124,11 @@ func report(records []record, plots []string) string {
 	for _, p := range plots {
 		fmt.Fprintf(&b, "\n![%s](%s)\n", strings.TrimSuffix(p, ".svg"), p)
 	}
+	for _, r := range records {
+		if r.Scenario == "error" {
+			fmt.Fprintf(&b, "\n**%s at %d Services failed:** %s\n", r.Proxier, r.Services, r.Note)
+		}
+	}
 	for _, scenario := range scenarioOrder {
 		byScale := map[int][]record{}
 		var scales []int

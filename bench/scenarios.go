@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
@@ -23,11 +24,14 @@ import (
 // session measures one proxier at one scale; its scenarios run in order on
 // the same process, except restart, which replaces it.
 type session struct {
-	env  *framework.Env
-	k    kernel
-	name string
-	n    int
-	o    options
+	env *framework.Env
+	// client writes the API objects: the apiserver's, or a fake clientset
+	// the proxier reads in-process.
+	client kubernetes.Interface
+	k      kernel
+	name   string
+	n      int
+	o      options
 	// cap bounds each scenario after the cold start (upstream only).
 	cap time.Duration
 	p   *framework.Process
@@ -80,7 +84,12 @@ func (s *session) cpuProfiles(file string, stop <-chan struct{}) *sync.WaitGroup
 	return &wg
 }
 
+// usage is the proxier process's, or this one's when it runs in-process.
 func (s *session) usage() framework.Usage {
+	if s.p == nil {
+		u, _ := framework.SelfUsage()
+		return u
+	}
 	u, _ := s.p.Usage()
 	return u
 }
@@ -113,14 +122,21 @@ func triggered(s *discovery.EndpointSlice) *discovery.EndpointSlice {
 
 // putSlice writes a slice the bench owns, unconditionally: one request.
 func (s *session) putSlice(sl *discovery.EndpointSlice) error {
-	return putSlice(s.env, sl)
-}
-
-func putSlice(env *framework.Env, sl *discovery.EndpointSlice) error {
 	ctx, cancel := framework.Ctx()
 	defer cancel()
-	_, err := env.Admin.DiscoveryV1().EndpointSlices(sl.Namespace).Update(ctx, triggered(sl), metav1.UpdateOptions{})
+	_, err := s.client.DiscoveryV1().EndpointSlices(sl.Namespace).Update(ctx, triggered(sl), metav1.UpdateOptions{})
 	return err
+}
+
+// deleteService deletes a Service and its slices, as the garbage collector
+// would.
+func deleteService(client kubernetes.Interface, ns, name string) error {
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	if err := client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	return client.DiscoveryV1().EndpointSlices(ns).Delete(ctx, name+"-1", metav1.DeleteOptions{})
 }
 
 // change is one sample of the one-change scenario: API writes and the kernel
@@ -131,8 +147,11 @@ type change struct {
 	done  func() bool
 }
 
-// changeSpacing separates one-change samples.
-const changeSpacing = 1100 * time.Millisecond
+// changeSpacing separates one-change samples: beyond twice the default
+// --ipvs-min-sync-period (1 s, burst 2, for both proxiers), so that a change
+// of two API objects (a Service and its slice) is not held by the rate limit
+// its predecessor used up. Each sample measures one isolated change.
+const changeSpacing = 2100 * time.Millisecond
 
 var extraServiceBase = netip.MustParseAddr("10.96.250.0")
 
@@ -176,10 +195,10 @@ func (s *session) changeFor(i int) change {
 				c, cancel := ctx()
 				defer cancel()
 				svc := framework.ClusterIPService(namespace, name, ip, framework.Port("http", v1.ProtocolTCP, 80, 8080))
-				if _, err := s.env.Admin.CoreV1().Services(namespace).Create(c, svc, metav1.CreateOptions{}); err != nil {
+				if _, err := s.client.CoreV1().Services(namespace).Create(c, svc, metav1.CreateOptions{}); err != nil {
 					return err
 				}
-				_, err := s.env.Admin.DiscoveryV1().EndpointSlices(namespace).Create(c, triggered(extraSlice()), metav1.CreateOptions{})
+				_, err := s.client.DiscoveryV1().EndpointSlices(namespace).Create(c, triggered(extraSlice()), metav1.CreateOptions{})
 				return err
 			},
 			func() bool { return s.k.hasReal(at(80), extraEP) }}
@@ -188,33 +207,33 @@ func (s *session) changeFor(i int) change {
 			func() error {
 				c, cancel := ctx()
 				defer cancel()
-				cur, err := s.env.Admin.CoreV1().Services(namespace).Get(c, name, metav1.GetOptions{})
+				cur, err := s.client.CoreV1().Services(namespace).Get(c, name, metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
 				cur.Spec.Ports[0].Port = 81
-				_, err = s.env.Admin.CoreV1().Services(namespace).Update(c, cur, metav1.UpdateOptions{})
+				_, err = s.client.CoreV1().Services(namespace).Update(c, cur, metav1.UpdateOptions{})
 				return err
 			},
 			func() bool { return s.k.hasReal(at(81), extraEP) && !s.hasVS(at(80)) }}
 	default:
 		return change{"service-delete",
-			func() error { return s.env.DeleteService(namespace, name) },
+			func() error { return deleteService(s.client, namespace, name) },
 			func() bool { return !s.hasVS(at(81)) }}
 	}
 }
 
 // cleanExtras removes what an interrupted one-change run may have left.
-func cleanExtras(env *framework.Env) {
+func cleanExtras(client kubernetes.Interface) {
 	ctx, cancel := framework.Ctx()
 	defer cancel()
-	list, err := env.Admin.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	list, err := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
 	for _, svc := range list.Items {
 		if strings.HasPrefix(svc.Name, "extra-") {
-			_ = env.DeleteService(namespace, svc.Name)
+			_ = deleteService(client, namespace, svc.Name)
 		}
 	}
 }
@@ -222,7 +241,7 @@ func cleanExtras(env *framework.Env) {
 // oneChange times o.changes isolated changes, from the first API write until
 // the kernel shows it, one record per kind of change and one for all.
 func (s *session) oneChange() ([]record, error) {
-	cleanExtras(s.env)
+	cleanExtras(s.client)
 	before := s.usage()
 	metricsBefore, _ := scrape()
 	lat := map[string][]time.Duration{}
@@ -256,7 +275,7 @@ func (s *session) oneChange() ([]record, error) {
 		// so that each measures one isolated change, not the rate limit.
 		time.Sleep(changeSpacing)
 	}
-	cleanExtras(s.env)
+	cleanExtras(s.client)
 	if len(all) < s.o.changes && note == "" {
 		note = fmt.Sprintf("capped at %s: %d of %d samples", s.cap, len(all), s.o.changes)
 	}
@@ -289,7 +308,7 @@ func (s *session) oneChange() ([]record, error) {
 
 // churnWorkers write in parallel; a Service always goes to the same worker,
 // so its writes keep their order and the final state is known.
-const churnWorkers = 16
+const churnWorkers = 48
 
 // churn changes one endpoint o.churnRate times per second for
 // o.churnDuration (adding an endpoint to a Service, or removing the one added
@@ -413,12 +432,44 @@ func (s *session) churn() (record, error) {
 	s.logf("churn: %s", rec.Note)
 
 	// Put the slices back, so later proxiers see the same objects.
+	var restore []int
 	for svc := range extra {
-		if err := s.putSlice(benchSlice(svc, s.o.perService)); err != nil {
-			return rec, err
-		}
+		restore = append(restore, svc)
 	}
-	return rec, nil
+	return rec, s.parallel(restore, func(svc int) error { return s.putSlice(benchSlice(svc, s.o.perService)) })
+}
+
+// parallel calls fn for every item on churnWorkers goroutines and returns
+// the first error.
+func (s *session) parallel(items []int, fn func(int) error) error {
+	work := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < churnWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := fn(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, i := range items {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }
 
 // churnBase is where the churn scenario's endpoints live.

@@ -137,16 +137,21 @@ type Usage struct {
 }
 
 // Usage reads /proc for the process; it fails once the process has ended.
-func (p *Process) Usage() (Usage, error) {
+func (p *Process) Usage() (Usage, error) { return usage(p.cmd.Process.Pid) }
+
+// SelfUsage is Usage for this process.
+func SelfUsage() (Usage, error) { return usage(os.Getpid()) }
+
+func usage(pid int) (Usage, error) {
 	var u Usage
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return u, err
 	}
 	// Fields after the command name, which is in parentheses and may hold spaces.
 	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
 	if len(f) < 22 {
-		return u, fmt.Errorf("short /proc stat for %s", p.Name)
+		return u, fmt.Errorf("short /proc stat for pid %d", pid)
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
