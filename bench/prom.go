@@ -97,6 +97,22 @@ func (h histogram) since(before histogram) histogram {
 	return out
 }
 
+// upperBound is the upper bound of the bucket holding the q-th observation:
+// what a coarse histogram can honestly say ("p99 ≤ 0.25 s"). NaN without
+// observations, +Inf beyond the last finite bound.
+func (h histogram) upperBound(q float64) float64 {
+	n := h.total()
+	if n == 0 {
+		return math.NaN()
+	}
+	for _, b := range h {
+		if b.count >= q*n {
+			return b.le
+		}
+	}
+	return math.Inf(1)
+}
+
 func (h histogram) total() float64 {
 	if len(h) == 0 {
 		return 0

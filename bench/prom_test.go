@@ -33,6 +33,12 @@ func TestHistogramQuantileSinceEarlierScrape(t *testing.T) {
 	if got := h.quantile(1); got != 1 {
 		t.Errorf("p100 = %v, want 1", got)
 	}
+	if got := h.upperBound(0.5); got != 0.25 {
+		t.Errorf("p50 bucket bound = %v, want 0.25", got)
+	}
+	if got := h.upperBound(0.99); got != 1 {
+		t.Errorf("p99 bucket bound = %v, want 1", got)
+	}
 	if got := (histogram{}).quantile(0.5); !math.IsNaN(got) {
 		t.Errorf("empty histogram quantile = %v, want NaN", got)
 	}

@@ -106,10 +106,10 @@ var scenarioText = map[string]string{
 		"The floor writes the same objects with one netlink call each.",
 	"one-change": "API write until the kernel shows it, samples 1.1 s apart, cycling through the kinds. " +
 		"The floor is the API write, its watch event and one netlink call (endpoint add/remove). " +
-		"“Own metric” is the proxier's kubeproxy_network_programming_duration_seconds (buckets of 0.25 s and up, interpolated).",
-	"churn": "Endpoint changes at a fixed rate; latency is the proxier's own network programming metric; " +
+		"“Own metric” is the proxier's kubeproxy_network_programming_duration_seconds: the upper bound of the bucket holding p50 / p99 (kube-proxy's buckets: 0.25 s, 0.5 s, 1 s, 2 s, …).",
+	"churn": "Endpoint changes at a fixed rate; latency is the proxier's own network programming metric (bucket upper bounds); " +
 		"kernel state ok means the exact final set of real servers was reached.",
-	"steady-sync": "No changes: the process's CPU over 61 s (two default sync periods) without touching it, divided by the full syncs in that window; " +
+	"steady-sync": "No changes: the process's CPU from the end of one periodic full sync to the end of the second after it, divided by two; " +
 		"idle time between syncs counts. Sync p50 is the proxier's own full-sync duration metric.",
 	"restart": "Proxier stopped and started again on the full kernel: time until its first sync, while every " +
 		"kube-ipvs0 address (netlink events) and a sample of virtual servers, real servers and ipset entries (polled) is watched.",

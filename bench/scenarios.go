@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"net/netip"
 	"os"
@@ -95,8 +96,9 @@ func (s *session) usage() framework.Usage {
 }
 
 // networkProgramming returns the proxier's own
-// kubeproxy_network_programming_duration_seconds observations since before,
-// as p50/p99 in milliseconds.
+// kubeproxy_network_programming_duration_seconds observations since before:
+// the upper bounds, in milliseconds, of the buckets holding p50 and p99
+// (kube-proxy's buckets start at 0.25 s, too coarse to interpolate in).
 func networkProgramming(before series) (p50, p99 *float64) {
 	after, err := scrape()
 	if err != nil {
@@ -107,7 +109,11 @@ func networkProgramming(before series) (p50, p99 *float64) {
 	if h.total() == 0 {
 		return nil, nil
 	}
-	return ptr(1000 * h.quantile(0.50)), ptr(1000 * h.quantile(0.99))
+	p50, p99 = ptr(1000*h.upperBound(0.50)), ptr(1000*h.upperBound(0.99))
+	if math.IsInf(*p99, 1) {
+		p99 = nil
+	}
+	return p50, p99
 }
 
 // triggered stamps a slice with the time of the change, as the EndpointSlice
@@ -486,9 +492,8 @@ func syncCount(m series) float64 {
 
 // steadySync measures CPU per periodic full sync with no changes. Once the
 // changes of earlier scenarios are done, it waits for a full sync to end, then
-// reads the process's CPU time over a window of two sync periods without
-// touching the proxier (scraping its metrics costs CPU too), and divides by
-// the full syncs done meanwhile; idle time between them counts.
+// reads the process's CPU time until two more have ended, and divides by
+// two; idle time between them counts.
 func (s *session) steadySync() record {
 	rec := s.record("steady-sync")
 	deadline := time.Now().Add(max(s.cap, 3*time.Minute))
@@ -510,10 +515,12 @@ func (s *session) steadySync() record {
 		rec.Note = "no full sync without pending changes before the cap"
 		return rec
 	}
+	// From the end of one full sync to the end of the second after it,
+	// scraping every 2 s (not more often: scraping costs the proxier CPU).
 	m0, before, t0 := mustScrape(), s.usage(), time.Now()
-	time.Sleep(steadyWindow)
-	// Upstream at scale may sync less often than the window: wait for one.
-	poll(func(m series) bool { return syncCount(m) > syncCount(m0) })
+	for syncCount(mustScrape()) < syncCount(m0)+2 && time.Now().Before(deadline.Add(steadyWindow)) {
+		time.Sleep(2 * time.Second)
+	}
 	after, m1 := s.usage(), mustScrape()
 	window := time.Since(t0)
 	syncs := syncCount(m1) - syncCount(m0)
@@ -536,7 +543,8 @@ func (s *session) steadySync() record {
 	return rec
 }
 
-// steadyWindow is two default --ipvs-sync-period (30 s), plus a little.
+// steadyWindow is two default --ipvs-sync-period (30 s), plus a little: the
+// least the window is allowed beyond the cap.
 const steadyWindow = 61 * time.Second
 
 func mustScrape() series {
