@@ -1,11 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"net/netip"
-	"strings"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"math"
 	"testing"
 )
@@ -41,29 +36,5 @@ func TestHistogramQuantileSinceEarlierScrape(t *testing.T) {
 	}
 	if got := (histogram{}).quantile(0.5); !math.IsNaN(got) {
 		t.Errorf("empty histogram quantile = %v, want NaN", got)
-	}
-}
-
-func TestParseIPVSTable(t *testing.T) {
-	in := `IP Virtual Server version 1.2.1 (size=4096)
-Prot LocalAddress:Port Scheduler Flags
-  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
-TCP  0A600001:01BB rr
-  -> 0A000264:192B      Masq    1      0          0
-UDP  0A60010A:0035 rr
-  -> 0A800001:0035      Masq    0      0          0
-  -> 0A800002:0035      Masq    1      0          0
-TCP  [fd00:0000:0000:0000:0000:0000:0000:0001]:0050 rr
-  -> [fd00:0000:0000:0000:0000:0000:0000:0002]:0050      Masq    1      0          0
-`
-	tab, err := parseIPVSTable(bufio.NewScanner(strings.NewReader(in)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 443}
-	dns := ipvs.Key{Address: netip.MustParseAddr("10.96.1.10"), Protocol: ipvs.UDP, Port: 53}
-	if len(tab) != 2 || tab[kube][netip.MustParseAddrPort("10.0.2.100:6443")] != 1 || len(tab[dns]) != 2 ||
-		tab[dns][netip.MustParseAddrPort("10.128.0.1:53")] != 0 {
-		t.Errorf("parsed %v", tab)
 	}
 }

@@ -103,13 +103,28 @@ func (f *Fake) DeleteVirtualServer(k Key) error {
 func (f *Fake) RealServers(k Key) ([]RealServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// As the kernel: a missing virtual server has no real servers.
 	s, ok := f.servers[k]
 	if !ok {
-		return nil, fmt.Errorf("list real servers of %s: %w", k, ErrNotFound)
+		return nil, nil
 	}
 	out := make([]RealServer, 0, len(s.real))
 	for _, r := range s.real {
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[Key][]RealServer, len(f.servers))
+	for k, s := range f.servers {
+		list := make([]RealServer, 0, len(s.real))
+		for _, r := range s.real {
+			list = append(list, r)
+		}
+		out[k] = list
 	}
 	return out, nil
 }

@@ -156,6 +156,14 @@ func (n *Netlink) DeleteVirtualServer(k Key) error {
 	return nil
 }
 
+func (n *Netlink) AllRealServers() (map[Key][]RealServer, error) {
+	t, err := readProcTable()
+	if err != nil {
+		return nil, fmt.Errorf("list real servers: %w", err)
+	}
+	return t, nil
+}
+
 func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -87,6 +87,9 @@ type Interface interface {
 	UpdateVirtualServer(VirtualServer) error
 	DeleteVirtualServer(Key) error
 	RealServers(Key) ([]RealServer, error)
+	// AllRealServers lists every IPv4 virtual server's real servers at
+	// once, for the drift check.
+	AllRealServers() (map[Key][]RealServer, error)
 	AddRealServer(Key, RealServer) error
 	UpdateRealServer(Key, RealServer) error
 	DeleteRealServer(Key, netip.AddrPort) error

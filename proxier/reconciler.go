@@ -183,15 +183,15 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 	if err != nil {
 		return nil, err
 	}
+	all, err := r.ipvs.AllRealServers()
+	if err != nil {
+		return nil, err
+	}
 	for _, vs := range list {
 		if !vs.Address.Is4() {
 			continue
 		}
-		reals, err := r.ipvs.RealServers(vs.Key)
-		if err != nil {
-			// Deleted since it was listed (by us or anyone): not there.
-			continue
-		}
+		reals := all[vs.Key] // none if deleted between the two reads; the next check sees it gone
 		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
 		for _, rs := range reals {
 			m[rs.ID()] = rs
