@@ -24,7 +24,7 @@ var charts = []chart{
 	{"cold-start.svg", "Cold start: complete state", "ms", true,
 		func(r record) *float64 { return r.P99ms },
 		func(r record) bool { return r.Scenario == "cold-start" }},
-	{"steady-cpu.svg", "Steady state: CPU per full sync", "s", true,
+	{"steady-cpu.svg", "Steady state: CPU per 30 s sync period", "s", true,
 		func(r record) *float64 { return r.CPUs },
 		func(r record) bool { return r.Scenario == "steady-sync" }},
 	{"rss.svg", "Memory: RSS after the cold start", "MB", false,

@@ -92,8 +92,8 @@ var tables = map[string][]column{
 		colCPU, colRSS, colOK, colNote},
 	"churn": {colProxier, {"writes", colSamples.cell}, {"own metric p50", colP50.cell}, {"own metric p99", colP99.cell},
 		vs(p99, "p99 vs upstream", theUpstream), colCPU, vs(cpu, "CPU vs upstream", theUpstream), colRSS, colOK, colNote},
-	"steady-sync": {colProxier, {"full syncs", colSamples.cell}, {"sync p50", colP50.cell},
-		{"CPU per full sync", colCPU.cell}, vs(cpu, "vs upstream", theUpstream), colRSS, colNote},
+	"steady-sync": {colProxier, {"syncs observed", colSamples.cell}, {"full sync p50", colP50.cell},
+		{"CPU per sync period", colCPU.cell}, vs(cpu, "vs upstream", theUpstream), colRSS, colNote},
 	"restart": {colProxier, {"time to synced", colP99.cell}, vs(p99, "vs upstream", theUpstream), colCPU, colRSS,
 		{"nothing removed", colOK.cell}, colNote},
 }
@@ -109,8 +109,9 @@ var scenarioText = map[string]string{
 		"“Own metric” is the proxier's kubeproxy_network_programming_duration_seconds: the upper bound of the bucket holding p50 / p99 (kube-proxy's buckets: 0.25 s, 0.5 s, 1 s, 2 s, …).",
 	"churn": "Endpoint changes at a fixed rate; latency is the proxier's own network programming metric (bucket upper bounds); " +
 		"kernel state ok means the exact final set of real servers was reached.",
-	"steady-sync": "No changes: the process's CPU from the end of one periodic full sync to the end of the second after it, divided by two; " +
-		"idle time between syncs counts. Sync p50 is the proxier's own full-sync duration metric.",
+	"steady-sync": "No changes: the process's CPU over three default sync periods (90 s) without touching it, per period " +
+		"(one periodic full sync each; idle time counts). Full sync p50 is ours only, from our full-sync metric: " +
+		"upstream's sync histogram mixes its IPv4 and IPv6 proxiers.",
 	"restart": "Proxier stopped and started again on the full kernel: time until its first sync, while every " +
 		"kube-ipvs0 address (netlink events) and a sample of virtual servers, real servers and ipset entries (polled) is watched.",
 }
