@@ -77,13 +77,14 @@ func (c chart) render(records []record) string {
 	sort.Ints(scales)
 	sort.Slice(proxiers, func(i, j int) bool { return order(proxiers[i]) < order(proxiers[j]) })
 
-	const w, h, left, right, top, bottom = 640.0, 320.0, 70.0, 150.0, 40.0, 40.0
+	const w, h, left, right, top, bottom = 760.0, 320.0, 70.0, 250.0, 40.0, 40.0
 	plotW, plotH := w-left-right, h-top-bottom
 	// y maps a value to a height in [0, plotH].
 	var y func(float64) float64
 	var ticks []float64
 	if c.log {
-		a, b := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		// A decade below the smallest value, so that every bar shows.
+		a, b := math.Floor(math.Log10(lo))-1, math.Ceil(math.Log10(hi))
 		if b == a {
 			b++
 		}
