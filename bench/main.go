@@ -232,8 +232,7 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 
 // completion decides when a cold start is complete without disturbing it:
 // the full check lists every object, and at 10k Services it holds the IPVS,
-// rtnl and ipset locks the proxier is writing under (it made our cold start
-// look 4× slower than it was). So it runs only once the proxier's metrics say
+// rtnl and ipset locks the proxier is writing under. So it runs only once the proxier's metrics say
 // it has finished a sync, and then at most 10% of the time.
 type completion struct {
 	k             kernel
