@@ -60,6 +60,13 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 	return out, nil
 }
 
+func (f *Fake) HasVirtualServer(k Key) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.servers[k]
+	return ok, nil
+}
+
 func (f *Fake) AddVirtualServer(vs VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

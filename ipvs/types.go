@@ -83,6 +83,7 @@ func (r RealServer) ID() netip.AddrPort { return netip.AddrPortFrom(r.Address, r
 // Interface is the IPVS table of one network namespace.
 type Interface interface {
 	VirtualServers() ([]VirtualServer, error)
+	HasVirtualServer(Key) (bool, error)
 	AddVirtualServer(VirtualServer) error
 	UpdateVirtualServer(VirtualServer) error
 	DeleteVirtualServer(Key) error

@@ -243,6 +243,7 @@ func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 			haveVS[k], haveRS[k] = vs, r.haveRS[k]
 		}
 	}
+	r.confirm(haveVS, haveRS, w)
 	haveAddr, haveEntry := merge(v.addr, r.haveAddr, w.addr), merge(v.entry, r.haveEntry, w.entry)
 	r.haveVS, r.haveRS, r.haveAddr, r.haveEntry = haveVS, haveRS, haveAddr, haveEntry
 	for k := range r.draining {
@@ -269,6 +270,50 @@ func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 		r.dirtyEntry[e] = true
 	}
 	return w
+}
+
+// confirm re-reads, one virtual server at a time, where the read disagrees
+// with the reconciler's belief. A dump of a table that changes while it is
+// read (the kernel resumes /proc/net/ip_vs and netlink dumps by position) can
+// skip entries: at 10k Services, with Services added and deleted meanwhile,
+// reads missed real servers, and the repair's add then failed with "file
+// exists". Drift is rare, so this costs a request per disagreement, not per
+// virtual server.
+func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer, w *writtenKeys) {
+	for k, believed := range r.haveVS {
+		if w.vs[k] {
+			continue
+		}
+		if _, seen := haveVS[k]; !seen {
+			if ok, err := r.ipvs.HasVirtualServer(k); err != nil || !ok {
+				continue // gone indeed
+			}
+			haveVS[k] = believed
+		} else if sameIDs(haveRS[k], r.haveRS[k]) {
+			continue
+		}
+		reals, err := r.ipvs.RealServers(k)
+		if err != nil {
+			continue
+		}
+		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
+		for _, rs := range reals {
+			m[rs.ID()] = rs
+		}
+		haveRS[k] = m
+	}
+}
+
+func sameIDs(a, b map[netip.AddrPort]ipvs.RealServer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id := range a {
+		if _, ok := b[id]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // merge takes the members a read saw, except for keys written during the

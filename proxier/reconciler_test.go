@@ -346,3 +346,41 @@ func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing
 	}
 	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 }
+
+func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.3:8080"))
+	mustApply(t, r)
+	k.ops()
+
+	// A dump resumed by position while the table changed skipped a real
+	// server of one virtual server and the whole of another.
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
+	delete(v.rs[a], netip.MustParseAddrPort("10.244.0.2:8080"))
+	delete(v.vs, b)
+	delete(v.rs, b)
+	if errs := r.drain(v, r.adopt(v)); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	mustApply(t, r)
+	expectOps(t, k) // nothing was missing: no "file exists" repairs
+
+	// Real drift is still repaired.
+	if err := k.ipvs.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.2:8080")); err != nil {
+		t.Fatal(err)
+	}
+	k.ops()
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
+}
