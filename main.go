@@ -30,11 +30,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -182,7 +179,6 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 // openKernel opens every kernel table, loading modules first where modprobe
 // exists (in a container it usually does not, and the host must have them).
 func openKernel(log *zap.Logger) (proxier.Kernel, error) {
-	var k proxier.Kernel
 	for _, m := range []string{"ip_vs", "ip_set", "dummy"} {
 		// A loaded (or built-in) module is in /sys/module: no process to
 		// start, which costs ~0.15 s each in the emulated test VM.
@@ -193,15 +189,8 @@ func openKernel(log *zap.Logger) (proxier.Kernel, error) {
 			log.Debug("modprobe failed; assuming built in or loaded", zap.String("module", m), zap.Error(err))
 		}
 	}
-	var err error
-	if k.IPVS, err = ipvs.NewNetlink(); err != nil {
-		return k, err
-	}
-	if k.Sets, err = ipset.NewNetlink(); err != nil {
-		return k, err
-	}
-	k.Links = dummyiface.NewNetlink(dummyiface.DefaultLinkName)
-	if k.IPTables, err = iptables.NewIPv4(); err != nil {
+	k, err := proxier.NewKernel()
+	if err != nil {
 		return k, err
 	}
 	if err := ipvs.ApplySysctls(ipvs.Sysctls()); err != nil {

@@ -16,13 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
@@ -48,15 +44,8 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	// thousand objects to build, which is not what this mode measures.
 	client := fake.NewSimpleClientset(objs...) //nolint:staticcheck
 
-	kern := proxier.Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName)}
-	var err error
-	if kern.IPVS, err = ipvs.NewNetlink(); err != nil {
-		return nil, err
-	}
-	if kern.Sets, err = ipset.NewNetlink(); err != nil {
-		return nil, err
-	}
-	if kern.IPTables, err = iptables.NewIPv4(); err != nil {
+	kern, err := proxier.NewKernel()
+	if err != nil {
 		return nil, err
 	}
 	_, v6 := os.Stat("/proc/net/if_inet6")

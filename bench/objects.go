@@ -66,46 +66,25 @@ func ensureObjects(env *framework.Env, n, perService int, progress func(done int
 	for _, s := range existing.Items {
 		have[s.Name] = true
 	}
-	work := make(chan int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := len(have)
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				svc := framework.ClusterIPService(namespace, serviceName(i), serviceIP(i).String(),
-					framework.Port("http", v1.ProtocolTCP, 80, 8080))
-				err := env.Apply(svc, benchSlice(i, perService))
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					select {
-					case errs <- err:
-					default:
-					}
-					continue
-				}
-				mu.Lock()
-				done++
-				if done%500 == 0 {
-					progress(done)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	var missing []int
 	for i := 0; i < n; i++ {
 		if !have[serviceName(i)] {
-			work <- i
+			missing = append(missing, i)
 		}
 	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
+	var mu sync.Mutex
+	done := len(have)
+	return parallel(16, missing, func(i int) error {
+		svc := framework.ClusterIPService(namespace, serviceName(i), serviceIP(i).String(),
+			framework.Port("http", v1.ProtocolTCP, 80, 8080))
+		if err := env.Apply(svc, benchSlice(i, perService)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if done++; done%500 == 0 {
+			progress(done)
+		}
 		return nil
-	}
+	})
 }

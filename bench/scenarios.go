@@ -442,16 +442,16 @@ func (s *session) churn() (record, error) {
 	for svc := range extra {
 		restore = append(restore, svc)
 	}
-	return rec, s.parallel(restore, func(svc int) error { return s.putSlice(benchSlice(svc, s.o.perService)) })
+	return rec, parallel(churnWorkers, restore, func(svc int) error { return s.putSlice(benchSlice(svc, s.o.perService)) })
 }
 
-// parallel calls fn for every item on churnWorkers goroutines and returns
-// the first error.
-func (s *session) parallel(items []int, fn func(int) error) error {
+// parallel calls fn for every item on the given number of goroutines and
+// returns the first error.
+func parallel(workers int, items []int, fn func(int) error) error {
 	work := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	for w := 0; w < churnWorkers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -27,6 +27,23 @@ type Kernel struct {
 	IPTables iptables.Interface
 }
 
+// NewKernel opens the kernel tables over netlink, and iptables through its
+// binaries. It loads no module and sets no sysctl.
+func NewKernel() (Kernel, error) {
+	k := Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName)}
+	var err error
+	if k.IPVS, err = ipvs.NewNetlink(); err != nil {
+		return k, err
+	}
+	if k.Sets, err = ipset.NewNetlink(); err != nil {
+		return k, err
+	}
+	if k.IPTables, err = iptables.NewIPv4(); err != nil {
+		return k, err
+	}
+	return k, nil
+}
+
 // EventRecorder posts an event about an API object; client-go's events
 // recorder satisfies it.
 type EventRecorder interface {
