@@ -48,10 +48,13 @@ func oracleObjects() []any {
 		terminating,
 		framework.Endpoint("10.244.0.10", "", false),
 		framework.Endpoint("10.244.0.11", node, false))
-	// The same addresses again, with the opposite readiness.
+	// The same addresses again, with the same readiness: listed twice,
+	// programmed once. (Not with conflicting readiness: upstream then keeps
+	// whichever slice its map iteration meets first, at random; we keep the
+	// first slice by name — unit-tested in proxier.)
 	webB := framework.Slice(ns, "web", "web-b", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080)},
-		framework.Endpoint("10.244.0.6", "other-node", false),
-		framework.Endpoint("10.244.0.10", "", true),
+		framework.Endpoint("10.244.0.6", "other-node", true),
+		framework.Endpoint("10.244.0.10", "", false),
 		framework.Endpoint("10.244.0.9", "", true))
 	stickyA := framework.Slice(ns, "sticky", "sticky-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8081)},
 		discovery.Endpoint{Addresses: []string{"10.244.1.5"}, NodeName: ptr.To(node),

@@ -174,9 +174,11 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 					local:       e.NodeName != nil && *e.NodeName == nodeName,
 				}
-				// The same address in several listings is one endpoint. As
-				// upstream: the first listing (slices in name order) wins,
-				// unless a later one says the endpoint is on this node.
+				// The same address in several listings is one endpoint: the
+				// first listing wins unless a later one says the endpoint is
+				// on this node, as upstream — which meets the slices in map
+				// order, at random; we take them in name order, so the
+				// result is stable.
 				id := netip.AddrPortFrom(addr, ep.port)
 				if _, seen := byID[id]; !seen || ep.local {
 					byID[id] = ep
