@@ -1,50 +1,20 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
 	"math"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 )
 
-// metricsURL is where both proxiers serve Prometheus metrics by default.
-const metricsURL = "http://127.0.0.1:10249/metrics"
-
-// series is one scrape: the value of each sample line, keyed by its name and
-// labels as printed ("name{a=\"b\"}").
-type series map[string]float64
+// series is one scrape of the proxier's metrics.
+type series framework.Series
 
 func scrape() (series, error) {
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(metricsURL)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	out := series{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, sc.Err()
+	m, err := framework.Scrape()
+	return series(m), err
 }
 
 // value is an unlabelled sample, or the sum over label sets.

@@ -82,33 +82,58 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
-// Metric reads every series of one metric from the metrics server on
-// 127.0.0.1:10249, whatever its labels (upstream labels some by IP family).
-func Metric(name string) ([]float64, error) {
-	c := http.Client{Timeout: 5 * time.Second}
+// Series is one scrape of a metrics server: the value of each sample line,
+// keyed by its name and labels as printed ("name{a=\"b\"}").
+type Series map[string]float64
+
+// Scrape reads the metrics of the proxier serving on 127.0.0.1:10249 (ours
+// and upstream's default address).
+func Scrape() (Series, error) {
+	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://127.0.0.1:10249/metrics")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var out []float64
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	out := Series{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 || (f[0] != name && !strings.HasPrefix(f[0], name+"{")) {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metric %s: %w", name, err)
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
 		}
-		out = append(out, v)
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// Metric reads every series of one metric, whatever its labels (upstream
+// labels some by IP family).
+func Metric(name string) ([]float64, error) {
+	all, err := Scrape()
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for k, v := range all {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			out = append(out, v)
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("metric %s not found", name)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // WaitSynced waits until the proxier on 127.0.0.1:10249 reports a sync newer than since.
