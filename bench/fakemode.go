@@ -98,6 +98,9 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	cold.CPUs = ptr((after.CPU - before.CPU).Seconds())
 	cold.Note = "in-process, objects from a fake clientset (no apiserver); CPU is the bench process's"
 	s.logf("complete after %s", time.Duration(*cold.P99ms*float64(time.Millisecond)).Round(time.Millisecond))
+	if !o.wants("one-change") {
+		return []record{cold}, nil
+	}
 	s.logf("one change x%d", o.changes)
 	one, err := s.oneChange()
 	if err != nil {

@@ -70,7 +70,14 @@ type options struct {
 	upstreamColdCap time.Duration
 	churnRate       int
 	churnDuration   time.Duration
+	scenarios       map[string]bool
 	out             string
+}
+
+// wants says whether a scenario was asked for; the cold start always runs,
+// every other scenario needs its state.
+func (o options) wants(scenario string) bool {
+	return scenario == "cold-start" || o.scenarios[scenario]
 }
 
 func main() {
@@ -85,6 +92,8 @@ func main() {
 	flag.IntVar(&o.churnRate, "churn-rate", 100, "endpoint changes per second in the churn scenario")
 	flag.DurationVar(&o.churnDuration, "churn-duration", time.Minute, "length of the churn scenario")
 	flag.StringVar(&o.out, "out", "", "results directory")
+	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,restart",
+		"scenarios to run (the cold start always runs: the others need its state)")
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
 	flag.Parse()
 	if *render != "" {
@@ -103,6 +112,10 @@ func main() {
 		o.scales = append(o.scales, n)
 	}
 	o.proxiers = strings.Split(*proxiers, ",")
+	o.scenarios = map[string]bool{}
+	for _, sc := range strings.Split(*scenarios, ",") {
+		o.scenarios[strings.TrimSpace(sc)] = true
+	}
 	if o.out == "" {
 		fmt.Fprintln(os.Stderr, "bench: -out is required")
 		os.Exit(2)
@@ -173,6 +186,9 @@ func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, err
 		Samples: ptr(1), P50ms: ptr(ms(all)), P99ms: ptr(ms(all)), KernelObjectsOK: ptr(ok),
 		KubernetesReadyMs: ptr(ms(kube)), Note: missing}
 	progress("[%d svc] floor: complete in %s", n, all.Round(time.Millisecond))
+	if !o.wants("one-change") {
+		return []record{cold}, nil
+	}
 	progress("[%d svc] floor: one change x%d", n, o.changes)
 	lat, err := floorOneChange(env, k, n, o.perService, o.changes)
 	if err != nil {
@@ -211,20 +227,29 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 		return []record{cold}, err
 	}
 	recs := []record{cold}
-	s.logf("one change x%d", o.changes)
-	one, err := s.oneChange()
-	recs = append(recs, one...)
-	if err != nil {
-		return recs, err
+	if o.wants("one-change") {
+		s.logf("one change x%d", o.changes)
+		one, err := s.oneChange()
+		recs = append(recs, one...)
+		if err != nil {
+			return recs, err
+		}
 	}
-	s.logf("churn: %d/s for %s", o.churnRate, o.churnDuration)
-	churn, err := s.churn()
-	recs = append(recs, churn)
-	if err != nil {
-		return recs, err
+	if o.wants("churn") {
+		s.logf("churn: %d/s for %s", o.churnRate, o.churnDuration)
+		churn, err := s.churn()
+		recs = append(recs, churn)
+		if err != nil {
+			return recs, err
+		}
 	}
-	s.logf("steady state")
-	recs = append(recs, s.steadySync())
+	if o.wants("steady-sync") {
+		s.logf("steady state")
+		recs = append(recs, s.steadySync())
+	}
+	if !o.wants("restart") {
+		return recs, nil
+	}
 	s.logf("restart")
 	rs, err := s.restart()
 	return append(recs, rs), err
