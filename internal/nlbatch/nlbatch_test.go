@@ -1,0 +1,73 @@
+package nlbatch
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestAttrsArePaddedAndNestsSized(t *testing.T) {
+	b := Attr(nil, 1, []byte{7})
+	if len(b) != 8 || binary.NativeEndian.Uint16(b) != 5 {
+		t.Fatalf("1-byte attribute = % x, want length 5 padded to 8 bytes", b)
+	}
+	b = Nest(nil, 2|Nested, func(b []byte) []byte {
+		b = Attr(b, 1, []byte{1, 2, 3, 4, 5})
+		return Attr(b, 2, U16(9))
+	})
+	if len(b) != 4+12+8 || int(binary.NativeEndian.Uint16(b)) != len(b) {
+		t.Fatalf("nest = % x, want its length to cover both children", b)
+	}
+	if typ := binary.NativeEndian.Uint16(b[2:]); typ != 2|Nested {
+		t.Fatalf("nest type = %#x", typ)
+	}
+}
+
+// getLoopback asks for link 1 (lo): it succeeds, with a reply that is not an
+// acknowledgement.
+func getLoopback() Request {
+	msg := make([]byte, unix.SizeofIfInfomsg)
+	binary.NativeEndian.PutUint32(msg[4:], 1)
+	return Request{Type: unix.RTM_GETLINK, Data: msg}
+}
+
+// addToMissingLink fails: there is no link 999999.
+func addToMissingLink() Request {
+	msg := []byte{unix.AF_INET, 32, 0, 0}
+	msg = append(msg, U32(999999)...)
+	return Request{Type: unix.RTM_NEWADDR, Flags: unix.NLM_F_CREATE | unix.NLM_F_EXCL, Data: Attr(msg, unix.IFA_LOCAL, []byte{192, 0, 2, 1})}
+}
+
+func TestDoReportsEachRequestsResultAcrossBatches(t *testing.T) {
+	c, err := Dial(unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Skipf("no netlink here: %v", err)
+	}
+	defer c.Close()
+	c.perBatch = 7 // several batches, boundaries falling on both kinds
+	var reqs []Request
+	var fails []bool
+	for i := 0; i < 40; i++ {
+		fail := i%3 == 1 || i == 39 // the last one fails too
+		fails = append(fails, fail)
+		if fail {
+			reqs = append(reqs, addToMissingLink())
+		} else {
+			reqs = append(reqs, getLoopback())
+		}
+	}
+	errs := c.Do(reqs)
+	if len(errs) != len(reqs) {
+		t.Fatalf("%d results for %d requests", len(errs), len(reqs))
+	}
+	for i, err := range errs {
+		if fails[i] != (err != nil) {
+			t.Errorf("request %d: error %v, want failure %v", i, err, fails[i])
+		}
+	}
+	// The connection is still in step: a single request afterwards.
+	if errs := c.Do([]Request{getLoopback()}); errs[0] != nil {
+		t.Fatalf("request after the batches: %v", errs[0])
+	}
+}
