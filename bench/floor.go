@@ -18,7 +18,7 @@ import (
 // floorColdStart writes the same kernel state the proxiers program for n
 // Services (VIPs, ipset entries, virtual and real servers, default/kubernetes
 // first) with one plain netlink call per object and no diffing: the least work
-// any proxier must do. It returns when default/kubernetes was done and when
+// any proxier must do, one netlink message per system call. It returns when default/kubernetes was done and when
 // everything was.
 func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Duration, err error) {
 	start := time.Now()
@@ -35,21 +35,22 @@ func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Durat
 		}
 	}
 	write := func(vip netip.Addr, port uint16, reals []netip.AddrPort) error {
-		if err := k.links.AddAddress(vip); err != nil {
+		if err := k.links.AddAddresses([]netip.Addr{vip})[0]; err != nil {
 			return err
 		}
-		if err := k.sets.AddEntry("KUBE-CLUSTER-IP", ipset.Entry{IP: vip, Protocol: "tcp", Port: port}); err != nil {
+		if err := k.sets.AddEntries("KUBE-CLUSTER-IP", []ipset.Entry{{IP: vip, Protocol: "tcp", Port: port}})[0]; err != nil {
 			return err
 		}
-		if err := k.sets.AddEntry("KUBE-IPVS-IPS", ipset.Entry{IP: vip}); err != nil {
+		if err := k.sets.AddEntries("KUBE-IPVS-IPS", []ipset.Entry{{IP: vip}})[0]; err != nil {
 			return err
 		}
-		key := ipvs.Key{Address: vip, Protocol: ipvs.TCP, Port: port}
-		if err := k.ipvs.AddVirtualServer(ipvs.VirtualServer{Key: key, Scheduler: "rr"}); err != nil {
+		vs := ipvs.VirtualServer{Key: ipvs.Key{Address: vip, Protocol: ipvs.TCP, Port: port}, Scheduler: "rr"}
+		if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs}})[0]; err != nil {
 			return err
 		}
 		for _, r := range reals {
-			if err := k.ipvs.AddRealServer(key, ipvs.RealServer{Address: r.Addr(), Port: r.Port(), Weight: 1}); err != nil {
+			rs := ipvs.RealServer{Address: r.Addr(), Port: r.Port(), Weight: 1}
+			if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddRS, VS: vs, RS: rs}})[0]; err != nil {
 				return err
 			}
 		}
@@ -118,11 +119,11 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) ([
 		if err := seen(cur.Name, cur.ResourceVersion); err != nil {
 			return out, err
 		}
-		if s%2 == 0 {
-			err = k.ipvs.AddRealServer(key, added)
-		} else {
-			err = k.ipvs.DeleteRealServer(key, added.ID())
+		op := ipvs.Op{Kind: ipvs.AddRS, VS: ipvs.VirtualServer{Key: key}, RS: added}
+		if s%2 == 1 {
+			op.Kind = ipvs.DeleteRS
 		}
+		err = k.ipvs.Write([]ipvs.Op{op})[0]
 		if err != nil {
 			return out, err
 		}

@@ -3,15 +3,17 @@ package dummyiface
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
@@ -23,8 +25,9 @@ type Interface interface {
 	// EnsureLink creates the link if it is missing and leaves an existing one alone.
 	EnsureLink() error
 	Addresses() ([]netip.Addr, error)
-	AddAddress(netip.Addr) error
-	DeleteAddress(netip.Addr) error
+	// AddAddresses and DeleteAddresses return one result per address.
+	AddAddresses([]netip.Addr) []error
+	DeleteAddresses([]netip.Addr) []error
 }
 
 // Netlink manages the link over rtnetlink.
@@ -32,6 +35,7 @@ type Netlink struct {
 	name string
 	mu   sync.Mutex
 	link netlink.Link
+	conn *nlbatch.Conn // for writes; opened on first use
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -103,38 +107,58 @@ func (n *Netlink) Addresses() ([]netip.Addr, error) {
 	return out, nil
 }
 
-func hostPrefix(a netip.Addr) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}}
+// AddAddresses binds the addresses, many to a system call; an address
+// already bound counts as done. It returns one result per address.
+func (n *Netlink) AddAddresses(addrs []netip.Addr) []error {
+	return n.write(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, addrs, "bind %s to %s", syscall.EEXIST)
 }
 
-// AddAddress binds a, succeeding if it is already bound.
-func (n *Netlink) AddAddress(a netip.Addr) error {
+// DeleteAddresses unbinds the addresses; one not bound counts as done.
+func (n *Netlink) DeleteAddresses(addrs []netip.Addr) []error {
+	return n.write(unix.RTM_DELADDR, 0, addrs, "unbind %s from %s", syscall.EADDRNOTAVAIL, syscall.ENOENT)
+}
+
+func (n *Netlink) write(typ, flags uint16, addrs []netip.Addr, what string, fine ...error) []error {
+	errs := make([]error, len(addrs))
+	if len(addrs) == 0 {
+		return errs
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	link, err := n.linkLocked()
+	if err == nil && n.conn == nil {
+		n.conn, err = nlbatch.Dial(unix.NETLINK_ROUTE)
+	}
 	if err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
-	if err := netlink.AddrAdd(link, hostPrefix(a)); err != nil && !errors.Is(err, syscall.EEXIST) {
+	reqs := make([]nlbatch.Request, len(addrs))
+	for i, a := range addrs {
+		reqs[i] = nlbatch.Request{Type: typ, Flags: flags, Data: hostAddress(link.Attrs().Index, a)}
+	}
+	for i, err := range n.conn.Do(reqs) {
+		if err == nil || slices.ContainsFunc(fine, func(f error) bool { return errors.Is(err, f) }) {
+			continue
+		}
+		// The link may have been re-created under a new index.
 		n.link = nil
-		return fmt.Errorf("bind %s to %s: %w", a, n.name, err)
+		errs[i] = fmt.Errorf(what+": %w", addrs[i], n.name, err)
 	}
-	return nil
+	return errs
 }
 
-// DeleteAddress unbinds a, succeeding if it is not bound.
-func (n *Netlink) DeleteAddress(a netip.Addr) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	link, err := n.linkLocked()
-	if err != nil {
-		return err
+// hostAddress is an ifaddrmsg with a host prefix: what `ip addr add A/32 dev L` sends.
+func hostAddress(index int, a netip.Addr) []byte {
+	b := []byte{uint8(unix.AF_INET), 32, 0, unix.RT_SCOPE_UNIVERSE}
+	if a.Is6() {
+		b[0], b[1] = unix.AF_INET6, 128
 	}
-	if err := netlink.AddrDel(link, hostPrefix(a)); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) && !errors.Is(err, syscall.ENOENT) {
-		n.link = nil
-		return fmt.Errorf("unbind %s from %s: %w", a, n.name, err)
-	}
-	return nil
+	b = append(b, nlbatch.U32(uint32(index))...)
+	b = nlbatch.Attr(b, unix.IFA_LOCAL, a.AsSlice())
+	return nlbatch.Attr(b, unix.IFA_ADDRESS, a.AsSlice())
 }
 
 // Fake is an in-memory link for unit tests.
@@ -164,6 +188,22 @@ func (f *Fake) Addresses() ([]netip.Addr, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+func (f *Fake) AddAddresses(addrs []netip.Addr) []error {
+	return each(addrs, f.AddAddress)
+}
+
+func (f *Fake) DeleteAddresses(addrs []netip.Addr) []error {
+	return each(addrs, f.DeleteAddress)
+}
+
+func each(addrs []netip.Addr, fn func(netip.Addr) error) []error {
+	errs := make([]error, len(addrs))
+	for i, a := range addrs {
+		errs[i] = fn(a)
+	}
+	return errs
 }
 
 func (f *Fake) AddAddress(a netip.Addr) error {

@@ -57,6 +57,22 @@ func (f *Fake) Entries(name string) ([]Entry, error) {
 	return out, nil
 }
 
+func (f *Fake) AddEntries(name string, entries []Entry) []error {
+	return each(entries, func(e Entry) error { return f.AddEntry(name, e) })
+}
+
+func (f *Fake) DeleteEntries(name string, entries []Entry) []error {
+	return each(entries, func(e Entry) error { return f.DeleteEntry(name, e) })
+}
+
+func each(entries []Entry, fn func(Entry) error) []error {
+	errs := make([]error, len(entries))
+	for i, e := range entries {
+		errs[i] = fn(e)
+	}
+	return errs
+}
+
 func (f *Fake) AddEntry(name string, e Entry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
 
 // revisions pins each type to the revision the ipset(8) tool of current
@@ -27,7 +29,8 @@ var revisions = map[Type]uint8{
 // Netlink manages sets over the ipset netlink protocol.
 type Netlink struct {
 	mu sync.Mutex
-	h  *netlink.Handle
+	h  *netlink.Handle // creates, lists and tests sets
+	w  *nlbatch.Conn   // adds and deletes entries, batched
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -42,7 +45,12 @@ func NewNetlink() (*Netlink, error) {
 		h.Close()
 		return nil, fmt.Errorf("kernel has no usable ipset (is ip_set loaded?): %w", err)
 	}
-	return &Netlink{h: h}, nil
+	w, err := nlbatch.Dial(unix.NETLINK_NETFILTER)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open ipset netlink: %w", err)
+	}
+	return &Netlink{h: h, w: w}, nil
 }
 
 func (n *Netlink) EnsureSet(s Set) error {
@@ -107,15 +115,12 @@ func fromLib(e netlink.IPSetEntry) Entry {
 	return out
 }
 
+// toLib converts an entry for the library's test request.
 func toLib(e Entry) (*netlink.IPSetEntry, error) {
-	// Replace clears NLM_F_EXCL: adding a present entry or deleting a
-	// missing one is then not an error, which keeps retries idempotent.
 	out := &netlink.IPSetEntry{Replace: true}
 	if e.IP.IsValid() {
 		out.IP = net.IP(e.IP.AsSlice())
 	}
-	// Only port-carrying entries send a port: the library then also sends a
-	// protocol, which hash:ip rejects.
 	if e.Protocol != "" || !e.IP.IsValid() {
 		port := e.Port
 		out.Port = &port
@@ -137,32 +142,91 @@ func toLib(e Entry) (*netlink.IPSetEntry, error) {
 	return out, nil
 }
 
-// AddEntry adds e, succeeding if it is already there.
-func (n *Netlink) AddEntry(set string, e Entry) error {
-	le, err := toLib(e)
-	if err != nil {
-		return fmt.Errorf("add %s to ipset %s: %w", e, set, err)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.IpsetAdd(set, le); err != nil {
-		return fmt.Errorf("add %s to ipset %s: %w", e, set, err)
-	}
-	return nil
+// AddEntries adds entries to a set, many to a system call; an entry already
+// there counts as done. It returns one result per entry.
+func (n *Netlink) AddEntries(set string, entries []Entry) []error {
+	return n.write(nl.IPSET_CMD_ADD, set, entries, "add %s to ipset %s")
 }
 
-// DeleteEntry removes e, succeeding if it is not there.
-func (n *Netlink) DeleteEntry(set string, e Entry) error {
-	le, err := toLib(e)
-	if err != nil {
-		return fmt.Errorf("delete %s from ipset %s: %w", e, set, err)
+// DeleteEntries removes entries from a set; an entry not there counts as done.
+func (n *Netlink) DeleteEntries(set string, entries []Entry) []error {
+	return n.write(nl.IPSET_CMD_DEL, set, entries, "delete %s from ipset %s")
+}
+
+func (n *Netlink) write(cmd int, set string, entries []Entry, what string) []error {
+	errs := make([]error, len(entries))
+	var reqs []nlbatch.Request
+	var index []int // reqs[i] is entries[index[i]]
+	for i, e := range entries {
+		data, err := encodeEntry(set, e)
+		if err != nil {
+			errs[i] = fmt.Errorf(what+": %w", e, set, err)
+			continue
+		}
+		reqs = append(reqs, nlbatch.Request{Type: uint16(cmd | unix.NFNL_SUBSYS_IPSET<<8), Data: data})
+		index = append(index, i)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.IpsetDel(set, le); err != nil && !errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)) {
-		return fmt.Errorf("delete %s from ipset %s: %w", e, set, err)
+	for i, err := range n.w.Do(reqs) {
+		if err == nil {
+			continue
+		}
+		var errno syscall.Errno
+		if errors.As(err, &errno) && errno >= nl.IPSET_ERR_PRIVATE {
+			err = nl.IPSetError(uintptr(errno))
+		}
+		// Without NLM_F_EXCL an add of a present entry succeeds; a
+		// delete of a missing one still reports it.
+		if cmd == nl.IPSET_CMD_DEL && errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)) {
+			continue
+		}
+		e := entries[index[i]]
+		errs[index[i]] = fmt.Errorf(what+": %w", e, set, err)
 	}
-	return nil
+	return errs
+}
+
+// encodeEntry builds an add or delete request's payload: the netfilter
+// header, the protocol version, the set's name and the entry. Only entries
+// with a protocol, and port-only ones, carry a port: hash:ip rejects one.
+func encodeEntry(set string, e Entry) ([]byte, error) {
+	b := []byte{unix.AF_NETLINK, nl.NFNETLINK_V0, 0, 0}
+	b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTOCOL, nlbatch.U8(nl.IPSET_PROTOCOL))
+	b = nlbatch.Attr(b, nl.IPSET_ATTR_SETNAME, nlbatch.String(set))
+	var proto uint8 = unix.IPPROTO_TCP
+	if e.Protocol != "" {
+		p, ok := protocolNumber(e.Protocol)
+		if !ok {
+			return nil, fmt.Errorf("unknown protocol %q", e.Protocol)
+		}
+		proto = p
+	}
+	b = nlbatch.Nest(b, nl.IPSET_ATTR_DATA|nlbatch.Nested, func(b []byte) []byte {
+		if e.IP.IsValid() {
+			b = nestIP(b, nl.IPSET_ATTR_IP, e.IP)
+		}
+		switch {
+		case e.IP2.IsValid():
+			b = nestIP(b, nl.IPSET_ATTR_IP2, e.IP2)
+		case e.Net.IsValid():
+			b = nestIP(b, nl.IPSET_ATTR_IP2, e.Net.Masked().Addr())
+			b = nlbatch.Attr(b, nl.IPSET_ATTR_CIDR2, nlbatch.U8(uint8(e.Net.Bits())))
+		}
+		if e.Protocol != "" || !e.IP.IsValid() {
+			b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTO, nlbatch.U8(proto))
+			b = nlbatch.Attr(b, nl.IPSET_ATTR_PORT|nlbatch.NetByteOrder, nlbatch.BE16(e.Port))
+		}
+		return nlbatch.Attr(b, nl.IPSET_ATTR_LINENO|nlbatch.NetByteOrder, nlbatch.U32(0))
+	})
+	return b, nil
+}
+
+func nestIP(b []byte, typ uint16, a netip.Addr) []byte {
+	return nlbatch.Nest(b, typ|nlbatch.Nested, func(b []byte) []byte {
+		if a.Is4() {
+			return nlbatch.Attr(b, nl.IPSET_ATTR_IPADDR_IPV4|nlbatch.NetByteOrder, a.AsSlice())
+		}
+		return nlbatch.Attr(b, nl.IPSET_ATTR_IPADDR_IPV6|nlbatch.NetByteOrder, a.AsSlice())
+	})
 }
 
 // Has tests for one entry without listing the set.

@@ -63,8 +63,10 @@ type Interface interface {
 	// EnsureSet creates the set if it does not exist; an existing set is kept with its entries.
 	EnsureSet(Set) error
 	Entries(set string) ([]Entry, error)
-	AddEntry(set string, e Entry) error
-	DeleteEntry(set string, e Entry) error
+	// AddEntries and DeleteEntries return one result per entry; adding a
+	// present entry or deleting a missing one is not an error.
+	AddEntries(set string, entries []Entry) []error
+	DeleteEntries(set string, entries []Entry) []error
 }
 
 func protocolNumber(p string) (uint8, bool) {

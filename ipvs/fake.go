@@ -219,3 +219,27 @@ func (f *Fake) Dump() string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
+
+// Write applies the ops one by one, like the kernel handles a batch.
+func (f *Fake) Write(ops []Op) []error {
+	errs := make([]error, len(ops))
+	for i, op := range ops {
+		switch op.Kind {
+		case AddVS:
+			errs[i] = f.AddVirtualServer(op.VS)
+		case UpdateVS:
+			errs[i] = f.UpdateVirtualServer(op.VS)
+		case DeleteVS:
+			errs[i] = f.DeleteVirtualServer(op.VS.Key)
+		case AddRS:
+			errs[i] = f.AddRealServer(op.VS.Key, op.RS)
+		case UpdateRS:
+			errs[i] = f.UpdateRealServer(op.VS.Key, op.RS)
+		case DeleteRS:
+			errs[i] = f.DeleteRealServer(op.VS.Key, op.RS.ID())
+		default:
+			errs[i] = fmt.Errorf("unknown op %d", op.Kind)
+		}
+	}
+	return errs
+}

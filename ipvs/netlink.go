@@ -12,12 +12,18 @@ import (
 	libipvs "github.com/moby/ipvs"
 	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
 
-// Netlink talks to the kernel through a generic netlink socket.
+// Netlink talks to the kernel through generic netlink: reads through moby's
+// handle, writes batched through our own socket.
 type Netlink struct {
-	mu sync.Mutex // the moby handle is not safe for concurrent use
-	h  *libipvs.Handle
+	mu     sync.Mutex // the moby handle is not safe for concurrent use
+	h      *libipvs.Handle
+	w      *nlbatch.Conn
+	family uint16 // the IPVS generic netlink family's id
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -27,7 +33,8 @@ var _ Interface = (*Netlink)(nil)
 func NewNetlink() (*Netlink, error) {
 	// moby/ipvs misbehaves without the IPVS generic netlink family (it
 	// panics in GetConfig), so probe for the family first.
-	if _, err := netlink.GenlFamilyGet("IPVS"); err != nil {
+	fam, err := netlink.GenlFamilyGet("IPVS")
+	if err != nil {
 		return nil, fmt.Errorf("the kernel has no IPVS (load the ip_vs module on the node): %w", err)
 	}
 	// moby/ipvs reports through logrus; its messages (a failed modprobe in a
@@ -37,10 +44,18 @@ func NewNetlink() (*Netlink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink: %w", err)
 	}
-	return &Netlink{h: h}, nil
+	w, err := nlbatch.Dial(unix.NETLINK_GENERIC)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open IPVS netlink: %w", err)
+	}
+	return &Netlink{h: h, w: w, family: fam.ID}, nil
 }
 
-func (n *Netlink) Close() { n.h.Close() }
+func (n *Netlink) Close() {
+	n.h.Close()
+	_ = n.w.Close()
+}
 
 func family(a netip.Addr) uint16 {
 	if a.Is4() {
@@ -50,7 +65,7 @@ func family(a netip.Addr) uint16 {
 }
 
 func toLib(vs VirtualServer) *libipvs.Service {
-	s := &libipvs.Service{
+	return &libipvs.Service{
 		Address:       net.IP(vs.Address.AsSlice()),
 		Protocol:      vs.Protocol.Number(),
 		Port:          vs.Port,
@@ -58,12 +73,8 @@ func toLib(vs VirtualServer) *libipvs.Service {
 		SchedName:     vs.Scheduler,
 		Flags:         vs.Flags,
 		Timeout:       vs.Timeout,
-		Netmask:       0xffffffff,
+		Netmask:       netmask(vs.Address),
 	}
-	if vs.Address.Is6() {
-		s.Netmask = 128
-	}
-	return s
 }
 
 func keyToLib(k Key) *libipvs.Service {
@@ -84,16 +95,6 @@ func fromLib(s *libipvs.Service) (VirtualServer, bool) {
 		Flags:     s.Flags &^ flagHashed,
 		Timeout:   s.Timeout,
 	}, true
-}
-
-func realToLib(r RealServer) *libipvs.Destination {
-	return &libipvs.Destination{
-		Address:         net.IP(r.Address.AsSlice()),
-		Port:            r.Port,
-		Weight:          r.Weight,
-		AddressFamily:   family(r.Address),
-		ConnectionFlags: libipvs.ConnectionFlagMasq,
-	}
 }
 
 // VirtualServers lists every address/port virtual server (firewall-mark
@@ -129,33 +130,6 @@ func (n *Netlink) HasVirtualServer(k Key) (bool, error) {
 	return false, fmt.Errorf("get virtual server %s: %w", k, err)
 }
 
-func (n *Netlink) AddVirtualServer(vs VirtualServer) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.NewService(toLib(vs)); err != nil {
-		return fmt.Errorf("add virtual server %s: %w", vs.Key, err)
-	}
-	return nil
-}
-
-func (n *Netlink) UpdateVirtualServer(vs VirtualServer) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.UpdateService(toLib(vs)); err != nil {
-		return fmt.Errorf("update virtual server %s: %w", vs.Key, err)
-	}
-	return nil
-}
-
-func (n *Netlink) DeleteVirtualServer(k Key) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.DelService(keyToLib(k)); err != nil {
-		return fmt.Errorf("delete virtual server %s: %w", k, err)
-	}
-	return nil
-}
-
 func (n *Netlink) AllRealServers() (map[Key][]RealServer, error) {
 	t, err := readProcTable()
 	if err != nil {
@@ -185,29 +159,17 @@ func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
 	return out, nil
 }
 
-func (n *Netlink) AddRealServer(k Key, r RealServer) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.NewDestination(keyToLib(k), realToLib(r)); err != nil {
-		return fmt.Errorf("add real server %s to %s: %w", r.ID(), k, err)
+// Write sends the ops many to a system call (see package nlbatch).
+func (n *Netlink) Write(ops []Op) []error {
+	reqs := make([]nlbatch.Request, len(ops))
+	for i, op := range ops {
+		reqs[i] = nlbatch.Request{Type: n.family, Data: encode(op)}
 	}
-	return nil
-}
-
-func (n *Netlink) UpdateRealServer(k Key, r RealServer) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.UpdateDestination(keyToLib(k), realToLib(r)); err != nil {
-		return fmt.Errorf("update real server %s of %s: %w", r.ID(), k, err)
+	errs := n.w.Do(reqs)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("%s: %w", ops[i], err)
+		}
 	}
-	return nil
-}
-
-func (n *Netlink) DeleteRealServer(k Key, id netip.AddrPort) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.h.DelDestination(keyToLib(k), realToLib(RealServer{Address: id.Addr(), Port: id.Port()})); err != nil {
-		return fmt.Errorf("delete real server %s of %s: %w", id, k, err)
-	}
-	return nil
+	return errs
 }

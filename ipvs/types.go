@@ -80,18 +80,53 @@ type RealServer struct {
 // ID is what identifies a real server within its virtual server.
 func (r RealServer) ID() netip.AddrPort { return netip.AddrPortFrom(r.Address, r.Port) }
 
+// OpKind says what an Op does.
+type OpKind uint8
+
+const (
+	AddVS OpKind = iota + 1
+	UpdateVS
+	DeleteVS
+	AddRS
+	UpdateRS
+	DeleteRS
+)
+
+// Op is one write to the IPVS table. Virtual server ops use VS; real server
+// ops use VS.Key to name the virtual server, and RS.
+type Op struct {
+	Kind OpKind
+	VS   VirtualServer
+	RS   RealServer
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case AddVS:
+		return "add virtual server " + o.VS.Key.String()
+	case UpdateVS:
+		return "update virtual server " + o.VS.Key.String()
+	case DeleteVS:
+		return "delete virtual server " + o.VS.Key.String()
+	case AddRS:
+		return fmt.Sprintf("add real server %s to %s", o.RS.ID(), o.VS.Key)
+	case UpdateRS:
+		return fmt.Sprintf("update real server %s of %s", o.RS.ID(), o.VS.Key)
+	case DeleteRS:
+		return fmt.Sprintf("delete real server %s of %s", o.RS.ID(), o.VS.Key)
+	}
+	return fmt.Sprintf("op %d on %s", o.Kind, o.VS.Key)
+}
+
 // Interface is the IPVS table of one network namespace.
 type Interface interface {
 	VirtualServers() ([]VirtualServer, error)
 	HasVirtualServer(Key) (bool, error)
-	AddVirtualServer(VirtualServer) error
-	UpdateVirtualServer(VirtualServer) error
-	DeleteVirtualServer(Key) error
 	RealServers(Key) ([]RealServer, error)
 	// AllRealServers lists every IPv4 virtual server's real servers at
 	// once, for the drift check.
 	AllRealServers() (map[Key][]RealServer, error)
-	AddRealServer(Key, RealServer) error
-	UpdateRealServer(Key, RealServer) error
-	DeleteRealServer(Key, netip.AddrPort) error
+	// Write applies the ops in order and returns one result per op (nil:
+	// done). An op failing does not stop the ones after it.
+	Write([]Op) []error
 }

@@ -363,70 +363,99 @@ func (r *reconciler) wroteEntry(e setEntry) {
 	}
 }
 
-// apply makes the kernel match the desired state for every dirty key.
-// Additions go first so new Services answer as early as possible. A key whose
-// kernel write fails stays dirty and is retried by the next apply.
+// apply makes the kernel match the desired state for every dirty key, in
+// batches: the writes of each kind go to the kernel together (package
+// nlbatch puts many in one system call). Additions go first so new Services
+// answer as early as possible. A key whose kernel write fails stays dirty and
+// is retried by the next apply.
 func (r *reconciler) apply() []error {
 	var errs []error
-	fail := func(err error) bool {
-		if err != nil {
-			errs = append(errs, err)
-			return true
-		}
-		r.ops++
-		return false
-	}
 	retryAddr := map[netip.Addr]bool{}
 	retryEntry := map[setEntry]bool{}
+
+	var addAddrs []netip.Addr
 	for a := range r.dirtyAddr {
 		if _, want := r.wantAddr.get(a); want && !r.haveAddr[a] {
-			r.wroteAddr(a)
-			if fail(r.addrs.AddAddress(a)) {
-				retryAddr[a] = true
-				continue
-			}
-			r.haveAddr[a] = true
+			addAddrs = append(addAddrs, a)
 		}
 	}
-	for e := range r.dirtyEntry {
-		if _, want := r.wantEntry.get(e); want && !r.haveEntry[e] {
-			r.wroteEntry(e)
-			if fail(r.sets.AddEntry(e.set, e.entry)) {
-				retryEntry[e] = true
-				continue
-			}
-			r.haveEntry[e] = true
-		}
-	}
-	for k := range r.dirtyVS {
-		if err := r.syncVirtualServer(k); err != nil {
+	for i, err := range r.addrs.AddAddresses(addAddrs) {
+		a := addAddrs[i]
+		r.wroteAddr(a)
+		if err != nil {
 			errs = append(errs, err)
+			retryAddr[a] = true
 			continue
 		}
-		delete(r.dirtyVS, k)
+		r.ops++
+		r.haveAddr[a] = true
 	}
+	errs = append(errs, r.writeEntries(true, retryEntry)...)
+
+	errs = append(errs, r.syncVirtualServers()...)
+
+	var delAddrs []netip.Addr
 	for a := range r.dirtyAddr {
 		if _, want := r.wantAddr.get(a); !want && r.haveAddr[a] {
-			r.wroteAddr(a)
-			if fail(r.addrs.DeleteAddress(a)) {
-				continue
-			}
-			delete(r.haveAddr, a)
+			delAddrs = append(delAddrs, a)
 		}
+	}
+	for i, err := range r.addrs.DeleteAddresses(delAddrs) {
+		a := delAddrs[i]
+		r.wroteAddr(a)
+		if err != nil {
+			errs = append(errs, err)
+			retryAddr[a] = true
+			continue
+		}
+		r.ops++
+		delete(r.haveAddr, a)
+	}
+	for a := range r.dirtyAddr {
 		if !retryAddr[a] {
 			delete(r.dirtyAddr, a)
 		}
 	}
+	errs = append(errs, r.writeEntries(false, retryEntry)...)
 	for e := range r.dirtyEntry {
-		if _, want := r.wantEntry.get(e); !want && r.haveEntry[e] {
-			r.wroteEntry(e)
-			if fail(r.sets.DeleteEntry(e.set, e.entry)) {
-				continue
-			}
-			delete(r.haveEntry, e)
-		}
 		if !retryEntry[e] {
 			delete(r.dirtyEntry, e)
+		}
+	}
+	return errs
+}
+
+// writeEntries adds the dirty entries that are wanted and missing (add) or
+// deletes those present and unwanted, a batch per set. Failed writes go to
+// retry.
+func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) []error {
+	bySet := map[string][]ipset.Entry{}
+	for e := range r.dirtyEntry {
+		_, want := r.wantEntry.get(e)
+		if want == add && r.haveEntry[e] != add {
+			bySet[e.set] = append(bySet[e.set], e.entry)
+		}
+	}
+	var errs []error
+	for set, entries := range bySet {
+		write := r.sets.DeleteEntries
+		if add {
+			write = r.sets.AddEntries
+		}
+		for i, err := range write(set, entries) {
+			e := setEntry{set, entries[i]}
+			r.wroteEntry(e)
+			if err != nil {
+				errs = append(errs, err)
+				retry[e] = true
+				continue
+			}
+			r.ops++
+			if add {
+				r.haveEntry[e] = true
+			} else {
+				delete(r.haveEntry, e)
+			}
 		}
 	}
 	return errs
@@ -490,42 +519,55 @@ func (r *reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
 	return n, errs
 }
 
-// syncVirtualServer makes one virtual server and its real servers match.
-func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
-	// Counting ops written from here on tells whether this key was written.
-	before := r.ops
-	defer func() {
-		if r.ops != before {
-			r.wroteVS(k)
+// syncVirtualServers makes the dirty virtual servers and their real
+// servers match, in one batch of writes. A virtual server with a failed
+// write stays dirty; its error is reported once.
+func (r *reconciler) syncVirtualServers() []error {
+	var ops []ipvs.Op
+	for k := range r.dirtyVS {
+		ops = r.planVirtualServer(k, ops)
+	}
+	failed := map[ipvs.Key]error{}
+	for i, err := range r.ipvs.Write(ops) {
+		k := ops[i].VS.Key
+		if err != nil {
+			if failed[k] == nil {
+				failed[k] = err
+			}
+			continue
 		}
-	}()
+		r.ops++
+		r.wroteVS(k)
+		r.believe(ops[i])
+	}
+	var errs []error
+	for k := range r.dirtyVS {
+		if err := failed[k]; err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(r.dirtyVS, k)
+	}
+	return errs
+}
+
+// planVirtualServer appends the writes that make one virtual server and its
+// real servers match the desired state, as the reconciler believes the
+// kernel is. Unwanted TCP real servers are not deleted but drained: weight 0
+// until their connections end.
+func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op) []ipvs.Op {
 	want, wanted := r.wantVS.get(k)
 	have, exists := r.haveVS[k]
 	if !wanted {
 		if exists {
-			if err := r.ipvs.DeleteVirtualServer(k); err != nil {
-				return err
-			}
-			r.ops++
-			delete(r.haveVS, k)
-			delete(r.haveRS, k)
-			delete(r.draining, k)
+			ops = append(ops, ipvs.Op{Kind: ipvs.DeleteVS, VS: have})
 		}
-		return nil
+		return ops
 	}
 	if !exists {
-		if err := r.ipvs.AddVirtualServer(want.vs); err != nil {
-			return err
-		}
-		r.ops++
-		r.haveVS[k] = want.vs
-		r.haveRS[k] = map[netip.AddrPort]ipvs.RealServer{}
+		ops = append(ops, ipvs.Op{Kind: ipvs.AddVS, VS: want.vs})
 	} else if have != want.vs {
-		if err := r.ipvs.UpdateVirtualServer(want.vs); err != nil {
-			return err
-		}
-		r.ops++
-		r.haveVS[k] = want.vs
+		ops = append(ops, ipvs.Op{Kind: ipvs.UpdateVS, VS: want.vs})
 	}
 	haveRS := r.haveRS[k]
 	wantedRS := make(map[netip.AddrPort]bool, len(want.real))
@@ -535,18 +577,9 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
 		cur, ok := haveRS[id]
 		switch {
 		case !ok:
-			if err := r.ipvs.AddRealServer(k, rs); err != nil {
-				return err
-			}
-			r.ops++
-			haveRS[id] = rs
+			ops = append(ops, ipvs.Op{Kind: ipvs.AddRS, VS: want.vs, RS: rs})
 		case cur.Weight != rs.Weight:
-			if err := r.ipvs.UpdateRealServer(k, rs); err != nil {
-				return err
-			}
-			r.ops++
-			cur.Weight = rs.Weight
-			haveRS[id] = cur
+			ops = append(ops, ipvs.Op{Kind: ipvs.UpdateRS, VS: want.vs, RS: rs})
 		}
 		if d := r.draining[k]; d != nil {
 			delete(d, id)
@@ -558,27 +591,49 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
 		}
 		if k.Protocol != ipvs.TCP {
 			// Datagram protocols have no connection end to wait for.
-			if err := r.ipvs.DeleteRealServer(k, id); err != nil {
-				return err
-			}
-			r.ops++
-			delete(haveRS, id)
+			ops = append(ops, ipvs.Op{Kind: ipvs.DeleteRS, VS: want.vs, RS: cur})
 			continue
 		}
 		if cur.Weight != 0 {
 			cur.Weight = 0
-			if err := r.ipvs.UpdateRealServer(k, cur); err != nil {
-				return err
-			}
-			r.ops++
-			haveRS[id] = cur
+			ops = append(ops, ipvs.Op{Kind: ipvs.UpdateRS, VS: want.vs, RS: cur})
 		}
 		if r.draining[k] == nil {
 			r.draining[k] = map[netip.AddrPort]bool{}
 		}
 		r.draining[k][id] = true
 	}
-	return nil
+	return ops
+}
+
+// believe records a write the kernel accepted.
+func (r *reconciler) believe(op ipvs.Op) {
+	k := op.VS.Key
+	switch op.Kind {
+	case ipvs.AddVS:
+		r.haveVS[k] = op.VS
+		r.haveRS[k] = map[netip.AddrPort]ipvs.RealServer{}
+	case ipvs.UpdateVS:
+		r.haveVS[k] = op.VS
+	case ipvs.DeleteVS:
+		delete(r.haveVS, k)
+		delete(r.haveRS, k)
+		delete(r.draining, k)
+	case ipvs.AddRS, ipvs.UpdateRS:
+		m := r.haveRS[k]
+		if m == nil {
+			m = map[netip.AddrPort]ipvs.RealServer{}
+			r.haveRS[k] = m
+		}
+		cur, ok := m[op.RS.ID()]
+		if !ok {
+			cur = op.RS
+		}
+		cur.Weight = op.RS.Weight
+		m[op.RS.ID()] = cur
+	case ipvs.DeleteRS:
+		delete(r.haveRS[k], op.RS.ID())
+	}
 }
 
 // drain deletes weight-0 real servers whose connections had ended when the
@@ -586,7 +641,7 @@ func (r *reconciler) syncVirtualServer(k ipvs.Key) error {
 // the sync goroutine. Virtual servers written during the read wait for the
 // next drift check, as their counters may predate the write.
 func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
-	var errs []error
+	var ops []ipvs.Op
 	for k, ids := range r.draining {
 		if written.vs[k] {
 			continue
@@ -599,20 +654,29 @@ func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 				delete(r.haveRS[k], id)
 				continue
 			}
-			if rs.ActiveConns+rs.InactiveConns > 0 {
-				continue
+			if rs.ActiveConns+rs.InactiveConns == 0 {
+				ops = append(ops, ipvs.Op{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: k}, RS: rs})
 			}
-			r.wroteVS(k)
-			if err := r.ipvs.DeleteRealServer(k, id); err != nil {
-				errs = append(errs, fmt.Errorf("drain: %w", err))
-				continue
-			}
-			r.ops++
-			delete(ids, id)
-			delete(r.haveRS[k], id)
 		}
 		if len(ids) == 0 {
 			delete(r.draining, k)
+		}
+	}
+	var errs []error
+	for i, err := range r.ipvs.Write(ops) {
+		k, id := ops[i].VS.Key, ops[i].RS.ID()
+		r.wroteVS(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("drain: %w", err))
+			continue
+		}
+		r.ops++
+		delete(r.haveRS[k], id)
+		if ids := r.draining[k]; ids != nil {
+			delete(ids, id)
+			if len(ids) == 0 {
+				delete(r.draining, k)
+			}
 		}
 	}
 	return errs
