@@ -162,7 +162,7 @@ const changeSpacing = 2100 * time.Millisecond
 var extraServiceBase = netip.MustParseAddr("10.96.250.0")
 
 func (s *session) hasVS(key ipvs.Key) bool {
-	ok, err := s.k.ipvs.HasVirtualServer(key)
+	_, ok, err := s.k.ipvs.GetVirtualServer(key)
 	return ok || err != nil // an error proves nothing gone
 }
 
@@ -638,7 +638,7 @@ func (s *session) restartSample() []func() string {
 	var checks []func() string
 	for _, v := range list {
 		checks = append(checks, func() string {
-			if ok, err := s.k.ipvs.HasVirtualServer(v.key); err == nil && !ok {
+			if _, ok, err := s.k.ipvs.GetVirtualServer(v.key); err == nil && !ok {
 				return "virtual server " + v.key.String()
 			}
 			got, err := s.k.ipvs.RealServers(v.key)

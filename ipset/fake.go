@@ -57,6 +57,16 @@ func (f *Fake) Entries(name string) ([]Entry, error) {
 	return out, nil
 }
 
+func (f *Fake) Has(name string, e Entry) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(name)
+	if err != nil {
+		return false, err
+	}
+	return s.entries[e], nil
+}
+
 func (f *Fake) AddEntries(name string, entries []Entry) []error {
 	return each(entries, func(e Entry) error { return f.AddEntry(name, e) })
 }

@@ -60,11 +60,14 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 	return out, nil
 }
 
-func (f *Fake) HasVirtualServer(k Key) (bool, error) {
+func (f *Fake) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, ok := f.servers[k]
-	return ok, nil
+	s, ok := f.servers[k]
+	if !ok {
+		return VirtualServer{}, false, nil
+	}
+	return s.vs, true, nil
 }
 
 func (f *Fake) AddVirtualServer(vs VirtualServer) error {

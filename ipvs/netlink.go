@@ -115,19 +115,21 @@ func (n *Netlink) VirtualServers() ([]VirtualServer, error) {
 	return out, nil
 }
 
-// HasVirtualServer asks the kernel for one virtual server. Listing its real
-// servers cannot tell: the kernel answers an empty list for a missing one.
-func (n *Netlink) HasVirtualServer(k Key) (bool, error) {
+// GetVirtualServer asks the kernel for one virtual server. Listing its real
+// servers cannot tell whether it exists: the kernel answers an empty list
+// for a missing one.
+func (n *Netlink) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, err := n.h.GetService(keyToLib(k))
+	s, err := n.h.GetService(keyToLib(k))
 	switch {
 	case err == nil:
-		return true, nil
+		vs, ok := fromLib(s)
+		return vs, ok, nil
 	case errors.Is(err, syscall.ESRCH):
-		return false, nil
+		return VirtualServer{}, false, nil
 	}
-	return false, fmt.Errorf("get virtual server %s: %w", k, err)
+	return VirtualServer{}, false, fmt.Errorf("get virtual server %s: %w", k, err)
 }
 
 func (n *Netlink) AllRealServers() (map[Key][]RealServer, error) {

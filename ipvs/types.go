@@ -121,7 +121,7 @@ func (o Op) String() string {
 // Interface is the IPVS table of one network namespace.
 type Interface interface {
 	VirtualServers() ([]VirtualServer, error)
-	HasVirtualServer(Key) (bool, error)
+	GetVirtualServer(Key) (vs VirtualServer, ok bool, err error)
 	RealServers(Key) ([]RealServer, error)
 	// AllRealServers lists every IPv4 virtual server's real servers at
 	// once, for the drift check.

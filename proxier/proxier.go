@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,11 +212,14 @@ func (p *Proxier) syncOnce(inline bool) {
 	p.log.Debug("synced", fields...)
 }
 
-// readKernel sets up what every sync relies on and reads the kernel for a
-// drift check. It touches no reconciler state, so it can run in the background.
-func (p *Proxier) readKernel() kernelRead {
+// readKernel sets up what every sync relies on, unless this sync already
+// has, and reads the kernel for a drift check. It touches no reconciler state, so it can run in the background.
+func (p *Proxier) readKernel(setUp bool) kernelRead {
 	r := kernelRead{started: time.Now()}
-	if r.err = p.setupKernel(); r.err == nil {
+	if !setUp {
+		r.err = p.setupKernel()
+	}
+	if r.err == nil {
 		r.setup = time.Since(r.started)
 		r.view, r.err = p.rec.readKernel()
 		r.read = time.Since(r.started) - r.setup
@@ -228,6 +232,13 @@ func (p *Proxier) readKernel() kernelRead {
 // adopts it first, so that the apply also repairs drift. It returns the read
 // it adopted, if any.
 func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelRead, error) {
+	var errs []error
+	setUp := false
+	if first {
+		var err error
+		setUp, err = p.programCritical(inputs)
+		errs = append(errs, err)
+	}
 	// Record what is wanted before touching the kernel: the inputs are gone
 	// from the tracker, so a kernel failure must not lose them.
 	for _, in := range inputs {
@@ -240,13 +251,13 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 	case first || (due && inline && p.reads == nil):
 		// Nothing may be written before the kernel is adopted.
 		p.rec.beginRead()
-		r := p.readKernel()
+		r := p.readKernel(setUp)
 		read = &r
 	case due && p.reads == nil:
 		p.rec.beginRead()
 		p.reads = make(chan kernelRead, 1)
 		go func(done chan<- kernelRead) {
-			done <- p.readKernel()
+			done <- p.readKernel(false)
 			p.runner.Trigger()
 		}(p.reads)
 	}
@@ -264,7 +275,6 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 			}
 		}
 	}
-	var errs []error
 	var written *writtenKeys
 	switch {
 	case read != nil && read.err != nil:
@@ -280,17 +290,44 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	start := time.Now()
-	n, critErrs := p.rec.applyFirst(p.cfg.CriticalServices)
+	_, critErrs := p.rec.applyFirst(p.cfg.CriticalServices)
 	errs = append(errs, critErrs...)
-	if first && n > 0 {
-		p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Duration("took", time.Since(start)))
-	}
 	errs = append(errs, p.rec.apply()...)
 	if read != nil {
 		errs = append(errs, p.rec.drain(read.view, written)...)
 	}
 	return read, errors.Join(errs...)
+}
+
+// programCritical writes the critical Services at the start of the first
+// sync, before the other Services are computed and the whole kernel is read
+// (seconds at 10k Services): it computes them alone, sets the kernel up and
+// reads just their objects. It says whether it set the kernel up.
+func (p *Proxier) programCritical(inputs []serviceInput) (bool, error) {
+	start := time.Now()
+	var names []types.NamespacedName
+	for _, in := range inputs {
+		if !slices.Contains(p.cfg.CriticalServices, in.name) {
+			continue
+		}
+		st, problems := desiredState(in.service, in.slices, &p.cfg)
+		p.report(in, problems)
+		p.rec.setService(in.name, st)
+		names = append(names, in.name)
+	}
+	if len(names) == 0 {
+		return false, nil
+	}
+	if err := p.setupKernel(); err != nil {
+		return false, err
+	}
+	if err := p.rec.readServices(names); err != nil {
+		return true, err
+	}
+	n, errs := p.rec.applyFirst(names)
+	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
+		zap.Duration("took", time.Since(start)))
+	return true, errors.Join(errs...)
 }
 
 // report logs and posts an event for a Service's bad input, once per distinct

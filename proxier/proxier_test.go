@@ -2,6 +2,8 @@ package proxier
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
@@ -153,5 +156,73 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	}
 	if d := k.ipvs.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
 		t.Fatalf("both services should be programmed by now:\n%s", d)
+	}
+}
+
+func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T) {
+	p, k, _, _ := newTestProxier(t)
+	kubernetes := types.NamespacedName{Namespace: "default", Name: "kubernetes"}
+	p.cfg.CriticalServices = []types.NamespacedName{kubernetes}
+	// A restart: the kernel holds default/kubernetes with a real server
+	// that has gone since.
+	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 443}
+	vs := ipvs.VirtualServer{Key: key, Scheduler: "rr"}
+	for _, err := range k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs},
+		{Kind: ipvs.AddRS, VS: vs, RS: ipvs.RealServer{Address: netip.MustParseAddr("10.0.0.9"), Port: 6443, Weight: 1}}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web.Name = "web"
+	api := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	api.Namespace, api.Name = kubernetes.Namespace, kubernetes.Name
+	eps := slice("kubernetes", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, ep{ip: "10.0.0.1"})
+	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
+	// Its address and ipset entries are in place.
+	st, _ := desiredState(api, []*discovery.EndpointSlice{eps}, &p.cfg)
+	_ = k.links.EnsureLink()
+	for _, err := range k.links.AddAddresses(st.addresses) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range ipv4Sets {
+		_ = k.sets.EnsureSet(s)
+	}
+	for _, e := range st.entries {
+		if err := k.sets.AddEntry(e.set, e.entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.ops()
+
+	p.OnServiceAdd(web)
+	p.OnServiceAdd(api)
+	p.OnEndpointSliceAdd(eps)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+
+	if p.failures != 0 || p.lastFull.IsZero() {
+		t.Fatal("the first sync failed: the critical Service's virtual server was added although the kernel had it")
+	}
+	ops := k.ipvs.TakeOps()
+	want := []string{
+		"add-rs 10.96.0.1:443/TCP 10.0.0.1:6443",
+		"update-rs 10.96.0.1:443/TCP 10.0.0.9:6443 weight=0",
+		"add-vs 10.96.0.10:80/TCP",
+		"delete-rs 10.96.0.1:443/TCP 10.0.0.9:6443", // drained: no connections
+	}
+	got := slices.Clone(ops)
+	slices.Sort(got[:2]) // one virtual server's real servers come in any order
+	if !slices.Equal(got, want) {
+		t.Fatalf("ops %q, want %q: default/kubernetes first, its stale real server drained", ops, want)
+	}
+	for _, op := range k.ops() {
+		if strings.Contains(op, "10.96.0.1 ") || strings.HasSuffix(op, "10.96.0.1") || strings.Contains(op, "10.96.0.1,") {
+			t.Errorf("rewrote default/kubernetes's address or ipset entry: %s", op)
+		}
 	}
 }

@@ -285,7 +285,7 @@ func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[
 			continue
 		}
 		if _, seen := haveVS[k]; !seen {
-			if ok, err := r.ipvs.HasVirtualServer(k); err != nil || !ok {
+			if _, ok, err := r.ipvs.GetVirtualServer(k); err != nil || !ok {
 				continue // gone indeed
 			}
 			haveVS[k] = believed
@@ -459,6 +459,67 @@ func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) []error {
 		}
 	}
 	return errs
+}
+
+// readServices reads what the named Services want from the kernel into the
+// reconciler's belief: their virtual servers with their real servers, their
+// addresses and their ipset entries. Before the first drift check has read
+// the whole kernel, it is what lets a few Services be written safely: adding
+// a virtual server that exists fails, stale real servers must be seen to be
+// removed, and objects in place must not be written again.
+func (r *reconciler) readServices(names []types.NamespacedName) error {
+	var bound map[netip.Addr]bool
+	for _, n := range names {
+		st := r.byService[n]
+		for _, v := range st.virtualServers {
+			if err := r.readVirtualServer(v.vs.Key); err != nil {
+				return err
+			}
+		}
+		if len(st.addresses) > 0 && bound == nil {
+			addrs, err := r.addrs.Addresses()
+			if err != nil {
+				return err
+			}
+			bound = make(map[netip.Addr]bool, len(addrs))
+			for _, a := range addrs {
+				bound[a] = true
+			}
+		}
+		for _, a := range st.addresses {
+			r.haveAddr[a] = bound[a]
+		}
+		for _, e := range st.entries {
+			ok, err := r.sets.Has(e.set, e.entry)
+			if err != nil {
+				return err
+			}
+			r.haveEntry[e] = ok
+		}
+	}
+	return nil
+}
+
+func (r *reconciler) readVirtualServer(k ipvs.Key) error {
+	vs, ok, err := r.ipvs.GetVirtualServer(k)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		delete(r.haveVS, k)
+		delete(r.haveRS, k)
+		return nil
+	}
+	reals, err := r.ipvs.RealServers(k)
+	if err != nil {
+		return err
+	}
+	m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
+	for _, rs := range reals {
+		m[rs.ID()] = rs
+	}
+	r.haveVS[k], r.haveRS[k] = vs, m
+	return nil
 }
 
 // criticalDirty collects the dirty objects the named Services want.
