@@ -220,8 +220,9 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 }
 
 // adopt replaces the believed kernel state with a view, except for keys
-// written since beginRead, and marks everything, desired or present, dirty,
-// so the next apply repairs any drift. It returns those written keys.
+// written since beginRead, and marks dirty every key where the view differs
+// from the belief, so the next apply repairs any drift. It returns those
+// written keys.
 func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 	w := r.written
 	r.written = nil
@@ -245,75 +246,88 @@ func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 	}
 	r.confirm(haveVS, haveRS, w)
 	haveAddr, haveEntry := merge(v.addr, r.haveAddr, w.addr), merge(v.entry, r.haveEntry, w.entry)
+	markChanged(r.dirtyAddr, haveAddr, r.haveAddr)
+	markChanged(r.dirtyEntry, haveEntry, r.haveEntry)
 	r.haveVS, r.haveRS, r.haveAddr, r.haveEntry = haveVS, haveRS, haveAddr, haveEntry
 	for k := range r.draining {
 		if _, ok := haveVS[k]; !ok {
 			delete(r.draining, k)
 		}
 	}
-	for k := range haveVS {
-		r.dirtyVS[k] = true
-	}
-	for k := range r.wantVS {
-		r.dirtyVS[k] = true
-	}
-	for a := range haveAddr {
-		r.dirtyAddr[a] = true
-	}
-	for a := range r.wantAddr {
-		r.dirtyAddr[a] = true
-	}
-	for e := range haveEntry {
-		r.dirtyEntry[e] = true
-	}
-	for e := range r.wantEntry {
-		r.dirtyEntry[e] = true
-	}
 	return w
 }
 
-// confirm re-reads, one virtual server at a time, where the read disagrees
-// with the reconciler's belief. A dump of a table that changes while it is
-// read (the kernel resumes /proc/net/ip_vs and netlink dumps by position) can
-// skip entries: at 10k Services, with Services added and deleted meanwhile,
-// reads missed real servers, and the repair's add then failed with "file
-// exists". Drift is rare, so this costs a request per disagreement, not per
-// virtual server.
-func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer, w *writtenKeys) {
-	for k, believed := range r.haveVS {
-		if w.vs[k] {
-			continue
-		}
-		if _, seen := haveVS[k]; !seen {
-			if _, ok, err := r.ipvs.GetVirtualServer(k); err != nil || !ok {
-				continue // gone indeed
-			}
-			haveVS[k] = believed
-		} else if sameIDs(haveRS[k], r.haveRS[k]) {
-			continue
-		}
-		reals, err := r.ipvs.RealServers(k)
-		if err != nil {
-			continue
-		}
-		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
-		for _, rs := range reals {
-			m[rs.ID()] = rs
-		}
-		haveRS[k] = m
-	}
-}
-
-func sameIDs(a, b map[netip.AddrPort]ipvs.RealServer) bool {
+// sameReals says whether two sets of real servers have the same members
+// with the same weights (connection counters aside).
+func sameReals(a, b map[netip.AddrPort]ipvs.RealServer) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	for id := range a {
-		if _, ok := b[id]; !ok {
+	for id, rs := range a {
+		if other, ok := b[id]; !ok || other.Weight != rs.Weight {
 			return false
 		}
 	}
 	return true
+}
+
+// markChanged marks dirty the members of one set and not the other.
+func markChanged[K comparable](dirty, a, b map[K]bool) {
+	for k := range a {
+		if !b[k] {
+			dirty[k] = true
+		}
+	}
+	for k := range b {
+		if !a[k] {
+			dirty[k] = true
+		}
+	}
+}
+
+// confirm compares a read's virtual servers with the reconciler's belief
+// and marks dirty those that differ: only they have anything to apply, as a
+// key that is not dirty already has the belief apply would make. Where the
+// two disagree it first re-reads that one virtual server: a dump of a table
+// that changes while it is read (the kernel resumes /proc/net/ip_vs and
+// netlink dumps by position) can skip entries. At 10k Services, with
+// Services added and deleted meanwhile, reads missed real servers, and the
+// repair's add then failed with "file exists". Drift is rare, so this costs
+// a request per disagreement, not per virtual server.
+func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer, w *writtenKeys) {
+	for k, believed := range r.haveVS {
+		if w.vs[k] {
+			continue // the belief is newer than the read
+		}
+		vs, seen := haveVS[k]
+		if seen && vs == believed && sameReals(haveRS[k], r.haveRS[k]) {
+			continue
+		}
+		if !seen {
+			var ok bool
+			var err error
+			if vs, ok, err = r.ipvs.GetVirtualServer(k); err != nil || !ok {
+				r.dirtyVS[k] = true // gone indeed
+				continue
+			}
+			haveVS[k] = vs
+		}
+		if reals, err := r.ipvs.RealServers(k); err == nil {
+			m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
+			for _, rs := range reals {
+				m[rs.ID()] = rs
+			}
+			haveRS[k] = m
+		}
+		if vs != believed || !sameReals(haveRS[k], r.haveRS[k]) {
+			r.dirtyVS[k] = true
+		}
+	}
+	for k := range haveVS {
+		if _, believed := r.haveVS[k]; !believed {
+			r.dirtyVS[k] = true // a stray, or new since the last read
+		}
+	}
 }
 
 // merge takes the members a read saw, except for keys written during the
