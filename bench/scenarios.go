@@ -518,8 +518,17 @@ func (s *session) steadySync() record {
 		return rec
 	}
 	m0, before := mustScrape(), s.usage()
+	// One profile over the window: the profiler's own cost stays small
+	// next to what is measured.
+	var profiled sync.WaitGroup
+	if s.name == "kube-ipvs-proxy" {
+		profiled.Go(func() {
+			s.profile(fmt.Sprintf("profile?seconds=%d", steadyPeriods*30-5), "steady-cpu-00")
+		})
+	}
 	time.Sleep(steadyPeriods * 30 * time.Second)
 	after, m1 := s.usage(), mustScrape()
+	profiled.Wait()
 	rec.RSSMB = ptr(after.RSSMB)
 	cpu := (after.CPU - before.CPU).Seconds()
 	rec.CPUs = ptr(cpu / steadyPeriods)
