@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -47,9 +48,9 @@ type NodeHandler interface {
 // once each cache holds its first complete list.
 func Start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration,
 	svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler) error {
-	filtered := informers.NewSharedInformerFactoryWithOptions(client, resync,
+	filtered := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(DropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelSelector }))
-	ownNode := informers.NewSharedInformerFactoryWithOptions(client, resync,
+	ownNode := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(DropManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
 		}))
@@ -90,6 +91,16 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 	go whenSynced(ctx, svcReg.HasSynced, svc.OnServicesSynced)
 	go whenSynced(ctx, epsReg.HasSynced, eps.OnEndpointSlicesSynced)
 	return nil
+}
+
+// DropManagedFields is the informers' transform: server-side apply's
+// bookkeeping is a large part of a small object's metadata, nothing here
+// reads it, and the caches hold every Service and EndpointSlice.
+func DropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // whenSynced calls fn once synced reports true. It polls every 10 ms, not

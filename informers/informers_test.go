@@ -19,6 +19,7 @@ import (
 type slowHandler struct {
 	mu                           sync.Mutex
 	services, slices             int
+	managedFields                int // objects given with managed fields
 	servicesAtSync, slicesAtSync int
 	synced                       chan struct{}
 }
@@ -30,7 +31,12 @@ func (h *slowHandler) add(n *int) {
 	h.mu.Unlock()
 }
 
-func (h *slowHandler) OnServiceAdd(*v1.Service)                            { h.add(&h.services) }
+func (h *slowHandler) OnServiceAdd(s *v1.Service) {
+	if len(s.ManagedFields) > 0 {
+		h.add(&h.managedFields)
+	}
+	h.add(&h.services)
+}
 func (h *slowHandler) OnServiceUpdate(_, _ *v1.Service)                    {}
 func (h *slowHandler) OnServiceDelete(*v1.Service)                         {}
 func (h *slowHandler) OnEndpointSliceAdd(*discovery.EndpointSlice)         { h.add(&h.slices) }
@@ -60,7 +66,8 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("s%d", i)
 		objs = append(objs,
-			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}},
+			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}},
 			&discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 				Labels: map[string]string{discovery.LabelServiceName: name}}})
 	}
@@ -80,6 +87,9 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.managedFields > 0 {
+		t.Errorf("%d services reached the handlers with managed fields; the caches should not hold them", h.managedFields)
+	}
 	if h.servicesAtSync != n || h.slicesAtSync != n {
 		t.Errorf("synced reported after %d of %d services and %d of %d slices reached the handlers",
 			h.servicesAtSync, n, h.slicesAtSync, n)
