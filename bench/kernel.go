@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -104,4 +105,31 @@ func (k kernel) hasReal(key ipvs.Key, id netip.AddrPort) bool {
 		}
 	}
 	return false
+}
+
+// reloadIPVS unloads and reloads the IPVS modules, so that each proxier
+// starts on an IPVS table that is empty in every respect. Deleting a
+// virtual server does not free its real servers: the kernel keeps them in a
+// per-namespace trash list for two to three minutes, and every real server
+// added meanwhile is first looked up in that list, one entry at a time. A
+// cold start at 10k Services × 10 endpoints right after another proxier's
+// was cleaned up took 2m38s instead of 21 s.
+func reloadIPVS() error {
+	data, err := os.ReadFile("/proc/modules")
+	if err != nil {
+		return err
+	}
+	var schedulers []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, "ip_vs_") {
+			schedulers = append(schedulers, name)
+		}
+	}
+	if out, err := exec.Command("modprobe", append(append([]string{"-r"}, schedulers...), "ip_vs")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("unload ip_vs: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.Command("modprobe", "ip_vs").CombinedOutput(); err != nil {
+		return fmt.Errorf("load ip_vs: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -95,6 +96,7 @@ func main() {
 	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,restart",
 		"scenarios to run (the cold start always runs: the others need its state)")
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
+	child := flag.String("child", "", "internal: measure the one proxier at the one scale given and write its records to this file")
 	flag.Parse()
 	if *render != "" {
 		if err := rerender(*render); err != nil {
@@ -122,18 +124,23 @@ func main() {
 	}
 	// The netlink ipset code logs every attribute it does not parse.
 	log.SetOutput(io.Discard)
+	if *child != "" {
+		if err := runChild(o, *child); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
+// run measures each proxier at each scale, each in a child process of its
+// own on a kernel whose IPVS module was reloaded: see reloadIPVS.
 func run(o options) error {
 	env, err := framework.Load()
-	if err != nil {
-		return err
-	}
-	k, err := openKernel()
 	if err != nil {
 		return err
 	}
@@ -150,16 +157,10 @@ func run(o options) error {
 			if err := framework.CleanKernel(); err != nil {
 				return err
 			}
-			var recs []record
-			var err error
-			switch name {
-			case "floor":
-				recs, err = measureFloor(env, k, n, o)
-			case "fake":
-				recs, err = measureFake(k, n, o)
-			default:
-				recs, err = measureProxier(env, k, name, n, o)
+			if err := reloadIPVS(); err != nil {
+				progress("[%d svc] %v; the next cold start may pay for the last one's deletions", n, err)
 			}
+			recs, err := measureInChild(n, name, o)
 			records = append(records, recs...)
 			if err != nil {
 				// One proxier failing must not lose the rest of a long run.
@@ -173,6 +174,60 @@ func run(o options) error {
 		}
 	}
 	return framework.CleanKernel()
+}
+
+// measureInChild runs this program again for one proxier at one scale: the
+// reloaded IPVS module has a new generic netlink family id, and moby/ipvs
+// resolves it once per process.
+func measureInChild(n int, name string, o options) ([]record, error) {
+	path := filepath.Join(o.out, fmt.Sprintf(".records-%d-%s.json", n, strings.ReplaceAll(name, " ", "_")))
+	defer os.Remove(path)
+	args := append(os.Args[1:], "-scales", strconv.Itoa(n), "-proxiers", name, "-child", path)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	runErr := cmd.Run()
+	var recs []record
+	if data, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(data, &recs); err != nil {
+			return nil, fmt.Errorf("records of %s: %w", name, err)
+		}
+	}
+	if runErr != nil && len(recs) == 0 {
+		return nil, fmt.Errorf("%s: %w", name, runErr)
+	}
+	return recs, nil
+}
+
+// runChild measures one proxier at one scale and writes its records,
+// including a failure's, to path.
+func runChild(o options, path string) error {
+	env, err := framework.Load()
+	if err != nil {
+		return err
+	}
+	k, err := openKernel()
+	if err != nil {
+		return err
+	}
+	n, name := o.scales[0], o.proxiers[0]
+	var recs []record
+	switch name {
+	case "floor":
+		recs, err = measureFloor(env, k, n, o)
+	case "fake":
+		recs, err = measureFake(k, n, o)
+	default:
+		recs, err = measureProxier(env, k, name, n, o)
+	}
+	if err != nil {
+		recs = append(recs, record{Proxier: name, Scenario: "error", Services: n,
+			EndpointsPerService: o.perService, Note: err.Error()})
+	}
+	data, jerr := json.Marshal(recs)
+	if jerr != nil {
+		return jerr
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, error) {
