@@ -213,7 +213,8 @@ func (p *Proxier) syncOnce(inline bool) {
 }
 
 // readKernel sets up what every sync relies on, unless this sync already
-// has, and reads the kernel for a drift check. It touches no reconciler state, so it can run in the background.
+// has, and reads the kernel for a drift check. It touches no reconciler
+// state, so it can run in the background.
 func (p *Proxier) readKernel(setUp bool) kernelRead {
 	r := kernelRead{started: time.Now()}
 	if !setUp {
@@ -233,15 +234,19 @@ func (p *Proxier) readKernel(setUp bool) kernelRead {
 // it adopted, if any.
 func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelRead, error) {
 	var errs []error
+	var critical []types.NamespacedName
 	setUp := false
 	if first {
 		var err error
-		setUp, err = p.programCritical(inputs)
+		critical, setUp, err = p.programCritical(inputs)
 		errs = append(errs, err)
 	}
 	// Record what is wanted before touching the kernel: the inputs are gone
 	// from the tracker, so a kernel failure must not lose them.
 	for _, in := range inputs {
+		if slices.Contains(critical, in.name) {
+			continue // recorded by programCritical
+		}
 		st, problems := desiredState(in.service, in.slices, &p.cfg)
 		p.report(in, problems)
 		p.rec.setService(in.name, st)
@@ -302,8 +307,9 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 // programCritical writes the critical Services at the start of the first
 // sync, before the other Services are computed and the whole kernel is read
 // (seconds at 10k Services): it computes them alone, sets the kernel up and
-// reads just their objects. It says whether it set the kernel up.
-func (p *Proxier) programCritical(inputs []serviceInput) (bool, error) {
+// reads just their objects. It returns the Services whose desired state it
+// recorded and whether it set the kernel up.
+func (p *Proxier) programCritical(inputs []serviceInput) ([]types.NamespacedName, bool, error) {
 	start := time.Now()
 	var names []types.NamespacedName
 	for _, in := range inputs {
@@ -316,18 +322,18 @@ func (p *Proxier) programCritical(inputs []serviceInput) (bool, error) {
 		names = append(names, in.name)
 	}
 	if len(names) == 0 {
-		return false, nil
+		return nil, false, nil
 	}
 	if err := p.setupKernel(); err != nil {
-		return false, err
+		return names, false, err
 	}
 	if err := p.rec.readServices(names); err != nil {
-		return true, err
+		return names, true, err
 	}
 	n, errs := p.rec.applyFirst(names)
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))
-	return true, errors.Join(errs...)
+	return names, true, errors.Join(errs...)
 }
 
 // report logs and posts an event for a Service's bad input, once per distinct
