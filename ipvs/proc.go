@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 )
 
 // procTablePath lists this network namespace's IPVS table as text.
@@ -34,51 +32,114 @@ func ParseProcTable(r io.Reader) (map[Key][]RealServer, error) {
 	t := map[Key][]RealServer{}
 	var cur *Key
 	sc := bufio.NewScanner(r)
+	// Big reads: the kernel walks the table from its start to resume each
+	// read(2), so 4 KiB reads cost O(n²) at 10k virtual servers.
+	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
+	var f [8][]byte
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+		n := fields(sc.Bytes(), &f)
 		switch {
-		case len(f) >= 2 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP"):
+		case n >= 2 && isProtocol(f[0]):
 			cur = nil
-			ap, err := parseHexAddrPort(f[1])
-			if err != nil {
+			ap, ok := parseHexAddrPort(f[1])
+			if !ok {
 				continue // IPv6
 			}
 			k := Key{Address: ap.Addr(), Protocol: Protocol(f[0]), Port: ap.Port()}
 			t[k] = []RealServer{}
 			cur = &k
-		case len(f) >= 1 && f[0] != "->":
+		case n >= 1 && string(f[0]) != "->":
 			cur = nil // FWM or a header line
-		case len(f) >= 6 && cur != nil:
-			ap, err := parseHexAddrPort(f[1])
-			if err != nil {
+		case n >= 6 && cur != nil:
+			ap, ok := parseHexAddrPort(f[1])
+			if !ok {
 				continue
 			}
-			var n [3]int
+			var v [3]int
 			for i, s := range f[3:6] {
-				if n[i], err = strconv.Atoi(s); err != nil {
+				if v[i], ok = atoi(s); !ok {
 					return nil, fmt.Errorf("%s: bad number %q", procTablePath, s)
 				}
 			}
 			t[*cur] = append(t[*cur], RealServer{Address: ap.Addr(), Port: ap.Port(),
-				Weight: n[0], ActiveConns: n[1], InactiveConns: n[2]})
+				Weight: v[0], ActiveConns: v[1], InactiveConns: v[2]})
 		}
 	}
 	return t, sc.Err()
 }
 
+func isProtocol(b []byte) bool {
+	switch string(b) {
+	case "TCP", "UDP", "SCTP":
+		return true
+	}
+	return false
+}
+
+// fields splits a line at blanks into out, without allocating; it returns
+// how many fields it found (at most len(out)).
+func fields(line []byte, out *[8][]byte) int {
+	n := 0
+	for i := 0; i < len(line) && n < len(out); {
+		for i < len(line) && isBlank(line[i]) {
+			i++
+		}
+		start := i
+		for i < len(line) && !isBlank(line[i]) {
+			i++
+		}
+		if i > start {
+			out[n] = line[start:i]
+			n++
+		}
+	}
+	return n
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
+
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
 // parseHexAddrPort reads an IPv4 "0A600001:01BB".
-func parseHexAddrPort(s string) (netip.AddrPort, error) {
-	a, p, ok := strings.Cut(s, ":")
-	if !ok || len(a) != 8 {
-		return netip.AddrPort{}, fmt.Errorf("not an IPv4 address:port: %q", s)
+func parseHexAddrPort(s []byte) (netip.AddrPort, bool) {
+	if len(s) < 10 || s[8] != ':' {
+		return netip.AddrPort{}, false
 	}
-	b, err := hex.DecodeString(a)
-	if err != nil {
-		return netip.AddrPort{}, err
+	var a [4]byte
+	if _, err := hex.Decode(a[:], s[:8]); err != nil {
+		return netip.AddrPort{}, false
 	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, err
+	var port uint64
+	for _, c := range s[9:] {
+		d, ok := hexDigit(c)
+		if !ok || port > 0xfff {
+			return netip.AddrPort{}, false
+		}
+		port = port<<4 | uint64(d)
 	}
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b)), uint16(port)), nil
+	return netip.AddrPortFrom(netip.AddrFrom4(a), uint16(port)), true
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
