@@ -162,12 +162,15 @@ type Usage struct {
 }
 
 // Usage reads /proc for the process; it fails once the process has ended.
-func (p *Process) Usage() (Usage, error) { return usage(p.cmd.Process.Pid) }
+// CPU includes the children it has waited for: a proxier's iptables-restore
+// and ipset runs are its work.
+func (p *Process) Usage() (Usage, error) { return usage(p.cmd.Process.Pid, true) }
 
-// SelfUsage is Usage for this process.
-func SelfUsage() (Usage, error) { return usage(os.Getpid()) }
+// SelfUsage is Usage for this process, without children (the bench's own
+// tool runs are not the in-process proxier's work).
+func SelfUsage() (Usage, error) { return usage(os.Getpid(), false) }
 
-func usage(pid int) (Usage, error) {
+func usage(pid int, children bool) (Usage, error) {
 	var u Usage
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -182,7 +185,13 @@ func usage(pid int) (Usage, error) {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	rssPages, _ := strconv.ParseInt(f[21], 10, 64)
 	const ticks = 100 // USER_HZ on Linux
-	u.CPU = time.Duration(utime+stime) * time.Second / ticks
+	ticksUsed := utime + stime
+	if children {
+		cutime, _ := strconv.ParseInt(f[13], 10, 64)
+		cstime, _ := strconv.ParseInt(f[14], 10, 64)
+		ticksUsed += cutime + cstime
+	}
+	u.CPU = time.Duration(ticksUsed) * time.Second / ticks
 	u.RSSMB = float64(rssPages*int64(os.Getpagesize())) / (1 << 20)
 	return u, nil
 }
