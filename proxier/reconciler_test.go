@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -383,4 +384,24 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 	}
 	mustApply(t, r)
 	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
+}
+
+func TestReconcilerWritesMoreOpsThanOneWriteHolds(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	n := opsPerWrite/11 + 10 // a virtual server and 10 real servers each
+	for i := 0; i < n; i++ {
+		var reals []string
+		for j := 0; j < 10; j++ {
+			reals = append(reals, fmt.Sprintf("10.%d.%d.%d:8080", 100+j, i>>8, i&0xff))
+		}
+		r.setService(name(fmt.Sprint(i)), state(fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff), 80, reals...))
+	}
+	mustApply(t, r)
+	if got := len(k.ipvs.TakeOps()); got != 11*n {
+		t.Fatalf("%d IPVS writes, want %d", got, 11*n)
+	}
+	if len(r.dirtyVS) != 0 {
+		t.Fatalf("%d virtual servers still dirty", len(r.dirtyVS))
+	}
 }
