@@ -387,44 +387,12 @@ func (r *reconciler) apply() []error {
 	retryAddr := map[netip.Addr]bool{}
 	retryEntry := map[setEntry]bool{}
 
-	var addAddrs []netip.Addr
-	for a := range r.dirtyAddr {
-		if _, want := r.wantAddr.get(a); want && !r.haveAddr[a] {
-			addAddrs = append(addAddrs, a)
-		}
-	}
-	for i, err := range r.addrs.AddAddresses(addAddrs) {
-		a := addAddrs[i]
-		r.wroteAddr(a)
-		if err != nil {
-			errs = append(errs, err)
-			retryAddr[a] = true
-			continue
-		}
-		r.ops++
-		r.haveAddr[a] = true
-	}
+	errs = append(errs, r.writeAddresses(true, retryAddr)...)
 	errs = append(errs, r.writeEntries(true, retryEntry)...)
 
 	errs = append(errs, r.syncVirtualServers()...)
 
-	var delAddrs []netip.Addr
-	for a := range r.dirtyAddr {
-		if _, want := r.wantAddr.get(a); !want && r.haveAddr[a] {
-			delAddrs = append(delAddrs, a)
-		}
-	}
-	for i, err := range r.addrs.DeleteAddresses(delAddrs) {
-		a := delAddrs[i]
-		r.wroteAddr(a)
-		if err != nil {
-			errs = append(errs, err)
-			retryAddr[a] = true
-			continue
-		}
-		r.ops++
-		delete(r.haveAddr, a)
-	}
+	errs = append(errs, r.writeAddresses(false, retryAddr)...)
 	for a := range r.dirtyAddr {
 		if !retryAddr[a] {
 			delete(r.dirtyAddr, a)
@@ -434,6 +402,38 @@ func (r *reconciler) apply() []error {
 	for e := range r.dirtyEntry {
 		if !retryEntry[e] {
 			delete(r.dirtyEntry, e)
+		}
+	}
+	return errs
+}
+
+// writeAddresses binds the dirty addresses that are wanted and missing
+// (add) or unbinds those bound and unwanted. Failed writes go to retry.
+func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) []error {
+	var addrs []netip.Addr
+	for a := range r.dirtyAddr {
+		if _, want := r.wantAddr.get(a); want == add && r.haveAddr[a] != add {
+			addrs = append(addrs, a)
+		}
+	}
+	write := r.addrs.DeleteAddresses
+	if add {
+		write = r.addrs.AddAddresses
+	}
+	var errs []error
+	for i, err := range write(addrs) {
+		a := addrs[i]
+		r.wroteAddr(a)
+		if err != nil {
+			errs = append(errs, err)
+			retry[a] = true
+			continue
+		}
+		r.ops++
+		if add {
+			r.haveAddr[a] = true
+		} else {
+			delete(r.haveAddr, a)
 		}
 	}
 	return errs
