@@ -31,10 +31,11 @@ func readProcTable() (map[Key][]RealServer, error) {
 func ParseProcTable(r io.Reader) (map[Key][]RealServer, error) {
 	t := map[Key][]RealServer{}
 	var cur *Key
+	// The kernel returns at most a page per read(2) and resumes each one by
+	// walking the table from its start, so this read is quadratic in the
+	// number of virtual servers whatever the buffer; the parse at least
+	// allocates nothing per line.
 	sc := bufio.NewScanner(r)
-	// Big reads: the kernel walks the table from its start to resume each
-	// read(2), so 4 KiB reads cost O(n²) at 10k virtual servers.
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
 	var f [8][]byte
 	for sc.Scan() {
 		n := fields(sc.Bytes(), &f)
