@@ -3,7 +3,6 @@ package ipset
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -29,8 +28,8 @@ var revisions = map[Type]uint8{
 // Netlink manages sets over the ipset netlink protocol.
 type Netlink struct {
 	mu sync.Mutex
-	h  *netlink.Handle // creates, lists and tests sets
-	w  *nlbatch.Conn   // adds and deletes entries, batched
+	h  *netlink.Handle // creates and lists sets
+	w  *nlbatch.Conn   // adds, deletes (batched) and tests entries
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -115,33 +114,6 @@ func fromLib(e netlink.IPSetEntry) Entry {
 	return out
 }
 
-// toLib converts an entry for the library's test request.
-func toLib(e Entry) (*netlink.IPSetEntry, error) {
-	out := &netlink.IPSetEntry{Replace: true}
-	if e.IP.IsValid() {
-		out.IP = net.IP(e.IP.AsSlice())
-	}
-	if e.Protocol != "" || !e.IP.IsValid() {
-		port := e.Port
-		out.Port = &port
-	}
-	if e.Protocol != "" {
-		p, ok := protocolNumber(e.Protocol)
-		if !ok {
-			return nil, fmt.Errorf("unknown protocol %q", e.Protocol)
-		}
-		out.Protocol = &p
-	}
-	if e.IP2.IsValid() {
-		out.IP2 = net.IP(e.IP2.AsSlice())
-	}
-	if e.Net.IsValid() {
-		out.IP2 = net.IP(e.Net.Masked().Addr().AsSlice())
-		out.CIDR2 = uint8(e.Net.Bits())
-	}
-	return out, nil
-}
-
 // AddEntries adds entries to a set, many to a system call; an entry already
 // there counts as done. It returns one result per entry.
 func (n *Netlink) AddEntries(set string, entries []Entry) []error {
@@ -170,10 +142,7 @@ func (n *Netlink) write(cmd int, set string, entries []Entry, what string) []err
 		if err == nil {
 			continue
 		}
-		var errno syscall.Errno
-		if errors.As(err, &errno) && errno >= nl.IPSET_ERR_PRIVATE {
-			err = nl.IPSetError(uintptr(errno))
-		}
+		err = ipsetError(err)
 		// Without NLM_F_EXCL an add of a present entry succeeds; a
 		// delete of a missing one still reports it.
 		if cmd == nl.IPSET_CMD_DEL && errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)) {
@@ -231,11 +200,25 @@ func nestIP(b []byte, typ uint16, a netip.Addr) []byte {
 
 // Has tests for one entry without listing the set.
 func (n *Netlink) Has(set string, e Entry) (bool, error) {
-	le, err := toLib(e)
+	data, err := encodeEntry(set, e)
 	if err != nil {
 		return false, err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.h.IpsetTest(set, le)
+	err = ipsetError(n.w.Do([]nlbatch.Request{{Type: nl.IPSET_CMD_TEST | unix.NFNL_SUBSYS_IPSET<<8, Data: data}})[0])
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)):
+		return false, nil
+	}
+	return false, fmt.Errorf("test %s in ipset %s: %w", e, set, err)
+}
+
+// ipsetError names ipset's own error numbers, which are beyond errno's.
+func ipsetError(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno >= nl.IPSET_ERR_PRIVATE {
+		return nl.IPSetError(uintptr(errno))
+	}
+	return err
 }
