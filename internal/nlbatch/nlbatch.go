@@ -176,6 +176,86 @@ func (c *Conn) batch(reqs []Request, errs []error) {
 	}
 }
 
+// Dump sends one request with NLM_F_DUMP and calls each with the body of
+// every message the kernel answers, until the dump is done. A netlink socket
+// runs one dump at a time, so dumps on one Conn are serial; open more Conns
+// to read in parallel.
+func (c *Conn) Dump(r Request, each func(body []byte)) error {
+	r.Flags |= unix.NLM_F_DUMP
+	return c.exchange(r, func(typ uint16, body []byte) (bool, error) {
+		switch typ {
+		case unix.NLMSG_DONE:
+			return true, nil
+		case unix.NLMSG_NOOP:
+			return false, nil
+		}
+		each(body)
+		return false, nil
+	})
+}
+
+// Get sends one request that the kernel answers with one message, and
+// returns that message's body.
+func (c *Conn) Get(r Request) ([]byte, error) {
+	var reply []byte
+	err := c.exchange(r, func(typ uint16, body []byte) (bool, error) {
+		if reply == nil {
+			reply = append([]byte{}, body...)
+		}
+		return true, nil
+	})
+	return reply, err
+}
+
+// exchange sends r alone and passes every reply with r's sequence number
+// to handle until it returns true. An error reply ends the exchange with
+// that error.
+func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (bool, error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	seq := c.seq
+	buf := appendHeader(nil, uint32(hdrLen+len(r.Data)), r.Type, r.Flags|unix.NLM_F_REQUEST, seq)
+	buf = pad(append(buf, r.Data...))
+	if err := unix.Sendto(c.fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("netlink send: %w", err)
+	}
+	for {
+		n, _, err := unix.Recvfrom(c.fd, c.rbuf, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("netlink receive: %w", err)
+		}
+		for b := c.rbuf[:n]; len(b) >= hdrLen; {
+			l := int(binary.NativeEndian.Uint32(b[0:4]))
+			if l < hdrLen || l > len(b) {
+				break
+			}
+			typ := binary.NativeEndian.Uint16(b[4:6])
+			mseq := binary.NativeEndian.Uint32(b[8:12])
+			body := b[hdrLen:l]
+			b = b[min(align(l), len(b)):]
+			if mseq != seq {
+				continue // a late reply to an earlier request
+			}
+			// An error reply, or a dump's end carrying the dump's error.
+			if (typ == unix.NLMSG_ERROR || typ == unix.NLMSG_DONE) && len(body) >= 4 {
+				if code := int32(binary.NativeEndian.Uint32(body)); code != 0 {
+					return syscall.Errno(-code)
+				}
+				if typ == unix.NLMSG_ERROR {
+					return nil
+				}
+			}
+			if end, err := handle(typ, body); end || err != nil {
+				return err
+			}
+		}
+	}
+}
+
 func fill(errs []error, err error) {
 	for i := range errs {
 		errs[i] = err

@@ -2,6 +2,7 @@ package nlbatch
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -69,5 +70,32 @@ func TestDoReportsEachRequestsResultAcrossBatches(t *testing.T) {
 	// The connection is still in step: a single request afterwards.
 	if errs := c.Do([]Request{getLoopback()}); errs[0] != nil {
 		t.Fatalf("request after the batches: %v", errs[0])
+	}
+}
+
+func TestDumpAndGetReadRepliesAndErrors(t *testing.T) {
+	c, err := Dial(unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Skipf("no netlink here: %v", err)
+	}
+	defer c.Close()
+	var links []uint32
+	err = c.Dump(Request{Type: unix.RTM_GETLINK, Data: make([]byte, unix.SizeofIfInfomsg)}, func(body []byte) {
+		links = append(links, binary.NativeEndian.Uint32(body[4:8]))
+	})
+	if err != nil || len(links) == 0 || links[0] != 1 {
+		t.Fatalf("link dump = %v, %v; want lo (1) first", links, err)
+	}
+	// A failed request in between leaves the connection in step.
+	if _, err := c.Get(addToMissingLink()); !errors.Is(err, unix.ENODEV) {
+		t.Fatalf("address on a missing link: %v, want ENODEV", err)
+	}
+	reply, err := c.Get(getLoopback())
+	if err != nil || len(reply) < unix.SizeofIfInfomsg || binary.NativeEndian.Uint32(reply[4:8]) != 1 {
+		t.Fatalf("get lo = % x, %v", reply, err)
+	}
+	var again int
+	if err := c.Dump(Request{Type: unix.RTM_GETLINK, Data: make([]byte, unix.SizeofIfInfomsg)}, func([]byte) { again++ }); err != nil || again != len(links) {
+		t.Fatalf("second dump: %d links, %v; want %d", again, err, len(links))
 	}
 }
