@@ -41,10 +41,14 @@ func protocolFromNumber(n uint16) Protocol {
 
 // Service flags as the kernel defines them (IP_VS_SVC_F_*).
 const (
-	FlagPersistent   uint32 = 0x0001
-	flagHashed       uint32 = 0x0002 // set by the kernel on every listed service
-	FlagSourceHash   uint32 = 0x0010 // sh-fallback
-	FlagSourceHashPt uint32 = 0x0020 // sh-port
+	FlagPersistent uint32 = 0x0001
+	flagHashed     uint32 = 0x0002 // set by the kernel on every listed service
+	// FlagSchedFallback (SCHED1) and FlagSchedPort (SCHED2) mean, for
+	// the sh and mh schedulers, "skip unavailable real servers" and "hash
+	// the source port as well"; ipvsadm shows them as sh-fallback/sh-port
+	// or mh-fallback/mh-port.
+	FlagSchedFallback uint32 = 0x0008
+	FlagSchedPort     uint32 = 0x0010
 )
 
 // Key identifies a virtual server: the kernel allows one per address, protocol and port.
@@ -123,9 +127,6 @@ type Interface interface {
 	VirtualServers() ([]VirtualServer, error)
 	GetVirtualServer(Key) (vs VirtualServer, ok bool, err error)
 	RealServers(Key) ([]RealServer, error)
-	// AllRealServers lists every IPv4 virtual server's real servers at
-	// once, for the drift check.
-	AllRealServers() (map[Key][]RealServer, error)
 	// Write applies the ops in order and returns one result per op (nil:
 	// done). An op failing does not stop the ones after it.
 	Write([]Op) []error

@@ -91,7 +91,7 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			Scheduler: cfg.Scheduler,
 		}
 		if cfg.Scheduler == "mh" {
-			vs.Flags |= ipvs.FlagSourceHash | ipvs.FlagSourceHashPt
+			vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
 		}
 		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
 			vs.Flags |= ipvs.FlagPersistent

@@ -199,8 +199,8 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 func TestDesiredStateMaglevFlags(t *testing.T) {
 	st, _ := desiredState(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), nil, &Config{Scheduler: "mh"})
 	vs := st.virtualServers[0].vs
-	if vs.Scheduler != "mh" || vs.Flags != 0x30 {
-		t.Fatalf("mh virtual server %+v, want scheduler mh with sh-fallback|sh-port flags", vs)
+	if vs.Scheduler != "mh" || vs.Flags != 0x10 {
+		t.Fatalf("mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", vs)
 	}
 }
 
