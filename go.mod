@@ -3,9 +3,7 @@ module github.com/kube-ipvs-proxy/kube-ipvs-proxy
 go 1.26.8
 
 require (
-	github.com/moby/ipvs v1.1.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/sirupsen/logrus v1.9.0
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5

@@ -51,10 +51,7 @@ func encode(op Op) []byte {
 	full := op.Kind == AddVS || op.Kind == UpdateVS
 	b = nlbatch.Nest(b, attrService, func(b []byte) []byte {
 		vs := op.VS
-		b = nlbatch.Attr(b, svcAF, nlbatch.U16(family(vs.Address)))
-		b = nlbatch.Attr(b, svcProtocol, nlbatch.U16(vs.Protocol.Number()))
-		b = nlbatch.Attr(b, svcAddr, vs.Address.AsSlice())
-		b = nlbatch.Attr(b, svcPort, nlbatch.BE16(vs.Port))
+		b = appendKey(b, vs.Key)
 		if !full {
 			return b
 		}
@@ -78,6 +75,19 @@ func encode(op Op) []byte {
 		b = nlbatch.Attr(b, destUThresh, nlbatch.U32(0))
 		return nlbatch.Attr(b, destLThresh, nlbatch.U32(0))
 	})
+}
+
+// appendKey appends the attributes that name a virtual server.
+func appendKey(b []byte, k Key) []byte {
+	b = nlbatch.Attr(b, svcAF, nlbatch.U16(family(k.Address)))
+	b = nlbatch.Attr(b, svcProtocol, nlbatch.U16(k.Protocol.Number()))
+	b = nlbatch.Attr(b, svcAddr, k.Address.AsSlice())
+	return nlbatch.Attr(b, svcPort, nlbatch.BE16(k.Port))
+}
+
+// encodeKey builds a request naming one virtual server.
+func encodeKey(cmd uint8, k Key) []byte {
+	return nlbatch.Nest([]byte{cmd, genlIPVSv1, 0, 0}, attrService, func(b []byte) []byte { return appendKey(b, k) })
 }
 
 // netmask is what ipvsadm sends for a virtual server without persistence

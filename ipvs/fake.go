@@ -125,20 +125,6 @@ func (f *Fake) RealServers(k Key) ([]RealServer, error) {
 	return out, nil
 }
 
-func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make(map[Key][]RealServer, len(f.servers))
-	for k, s := range f.servers {
-		list := make([]RealServer, 0, len(s.real))
-		for _, r := range s.real {
-			list = append(list, r)
-		}
-		out[k] = list
-	}
-	return out, nil
-}
-
 func (f *Fake) AddRealServer(k Key, r RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

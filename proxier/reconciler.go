@@ -183,15 +183,15 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := r.ipvs.AllRealServers()
-	if err != nil {
-		return nil, err
-	}
 	for _, vs := range list {
 		if !vs.Address.Is4() {
 			continue
 		}
-		reals := all[vs.Key] // none if deleted between the two reads; the next check sees it gone
+		// None if deleted since the list was read; the next check sees it gone.
+		reals, err := r.ipvs.RealServers(vs.Key)
+		if err != nil {
+			return nil, err
+		}
 		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
 		for _, rs := range reals {
 			m[rs.ID()] = rs
