@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -17,43 +16,66 @@ import (
 // objects have one owner; a shared one (an address or ipset entry two
 // Services need) stays until its last owner lets go. When owners disagree on
 // a value, the alphabetically first Service wins, so the result is stable.
-type owners[K comparable, V any] map[K]map[types.NamespacedName]V
+type owners[K comparable, V any] map[K]owned[V]
+
+// owned holds an object's first owner inline: a map per object, for the one
+// in a thousand that has a second owner, cost ~1 KB per object at 10k
+// Services.
+type owned[V any] struct {
+	owner types.NamespacedName
+	value V
+	more  map[types.NamespacedName]V // further owners, if any
+}
 
 func (o owners[K, V]) add(k K, owner types.NamespacedName, v V) {
-	m := o[k]
-	if m == nil {
-		m = map[types.NamespacedName]V{}
-		o[k] = m
+	cur, ok := o[k]
+	switch {
+	case !ok || cur.owner == owner:
+		cur.owner, cur.value = owner, v
+	default:
+		if cur.more == nil {
+			cur.more = map[types.NamespacedName]V{}
+		}
+		cur.more[owner] = v
 	}
-	m[owner] = v
+	o[k] = cur
 }
 
 func (o owners[K, V]) remove(k K, owner types.NamespacedName) {
-	if m := o[k]; m != nil {
-		delete(m, owner)
-		if len(m) == 0 {
-			delete(o, k)
+	cur, ok := o[k]
+	switch {
+	case !ok:
+		return
+	case cur.owner != owner:
+		delete(cur.more, owner)
+	case len(cur.more) == 0:
+		delete(o, k)
+		return
+	default: // promote any other owner
+		for n, v := range cur.more {
+			cur.owner, cur.value = n, v
+			delete(cur.more, n)
+			break
 		}
 	}
+	if len(cur.more) == 0 {
+		cur.more = nil
+	}
+	o[k] = cur
 }
 
 func (o owners[K, V]) get(k K) (V, bool) {
-	var zero V
-	m := o[k]
-	if len(m) == 0 {
-		return zero, false
+	cur, ok := o[k]
+	if !ok || len(cur.more) == 0 {
+		return cur.value, ok
 	}
-	if len(m) == 1 {
-		for _, v := range m {
-			return v, true
+	first, v := cur.owner, cur.value
+	for n, mv := range cur.more {
+		if n.String() < first.String() {
+			first, v = n, mv
 		}
 	}
-	names := make([]types.NamespacedName, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
-	return m[names[0]], true
+	return v, true
 }
 
 // reconciler keeps the kernel equal to the desired state. It remembers what
@@ -393,17 +415,10 @@ func (r *reconciler) apply() []error {
 	errs = append(errs, r.syncVirtualServers()...)
 
 	errs = append(errs, r.writeAddresses(false, retryAddr)...)
-	for a := range r.dirtyAddr {
-		if !retryAddr[a] {
-			delete(r.dirtyAddr, a)
-		}
-	}
 	errs = append(errs, r.writeEntries(false, retryEntry)...)
-	for e := range r.dirtyEntry {
-		if !retryEntry[e] {
-			delete(r.dirtyEntry, e)
-		}
-	}
+	// What failed stays dirty. New maps rather than deletes: a map keeps
+	// the size it once had, and a cold start's dirty sets are the cluster.
+	r.dirtyAddr, r.dirtyEntry = retryAddr, retryEntry
 	return errs
 }
 
@@ -624,12 +639,10 @@ func (r *reconciler) syncVirtualServers() []error {
 	}
 	write(ops)
 	var errs []error
-	for k := range r.dirtyVS {
-		if err := failed[k]; err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		delete(r.dirtyVS, k)
+	r.dirtyVS = make(map[ipvs.Key]bool, len(failed))
+	for k, err := range failed {
+		errs = append(errs, err)
+		r.dirtyVS[k] = true
 	}
 	return errs
 }

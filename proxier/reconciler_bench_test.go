@@ -3,7 +3,15 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // BenchmarkDriftCheck is one periodic drift check of a converged reconciler
@@ -38,5 +46,56 @@ func BenchmarkDriftCheck(b *testing.B) {
 	b.StopTimer()
 	if ops := k.ops(); len(ops) > 0 {
 		b.Fatalf("a drift check of a converged kernel wrote %d objects", len(ops))
+	}
+}
+
+// sinkKernel takes every write and keeps nothing, so that a measurement of
+// the heap sees the reconciler's memory alone.
+type sinkKernel struct{}
+
+func (sinkKernel) VirtualServers() ([]ipvs.VirtualServer, error) { return nil, nil }
+func (sinkKernel) GetVirtualServer(ipvs.Key) (ipvs.VirtualServer, bool, error) {
+	return ipvs.VirtualServer{}, false, nil
+}
+func (sinkKernel) RealServers(ipvs.Key) ([]ipvs.RealServer, error) { return nil, nil }
+func (sinkKernel) Write(ops []ipvs.Op) []error                     { return make([]error, len(ops)) }
+func (sinkKernel) EnsureLink() error                               { return nil }
+func (sinkKernel) Addresses() ([]netip.Addr, error)                { return nil, nil }
+func (sinkKernel) AddAddresses(a []netip.Addr) []error             { return make([]error, len(a)) }
+func (sinkKernel) DeleteAddresses(a []netip.Addr) []error          { return make([]error, len(a)) }
+func (sinkKernel) EnsureSet(ipset.Set) error                       { return nil }
+func (sinkKernel) Entries(string) ([]ipset.Entry, error)           { return nil, nil }
+func (sinkKernel) Has(string, ipset.Entry) (bool, error)           { return false, nil }
+func (sinkKernel) AddEntries(_ string, e []ipset.Entry) []error    { return make([]error, len(e)) }
+func (sinkKernel) DeleteEntries(_ string, e []ipset.Entry) []error { return make([]error, len(e)) }
+
+// BenchmarkConvergedHeap reports the heap the reconciler keeps for 10k
+// Services × 10 endpoints once they are programmed (desired state and
+// belief; the informers' caches are not counted), as live-MB.
+func BenchmarkConvergedHeap(b *testing.B) {
+	cfg := &Config{Scheduler: "rr"}
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var k sinkKernel
+		r := newReconciler(k, k, k, []string{setClusterIP, setIPVSIPs}, func(netip.Addr) bool { return false })
+		for s := 0; s < 10000; s++ {
+			service := svc(fmt.Sprintf("10.96.%d.%d", s>>8, s&0xff), port("http", v1.ProtocolTCP, 80))
+			service.Name = fmt.Sprint("s", s)
+			var eps []ep
+			for e := 0; e < 10; e++ {
+				eps = append(eps, ep{ip: fmt.Sprintf("10.%d.%d.%d", 100+e, s>>8, s&0xff), ready: yes})
+			}
+			st, _ := desiredState(service, []*discovery.EndpointSlice{slice("e", []discovery.EndpointPort{sport("http", v1.ProtocolTCP, 8080)}, eps...)}, cfg)
+			r.setService(types.NamespacedName{Namespace: "ns", Name: service.Name}, st)
+		}
+		if errs := r.apply(); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "live-MB")
+		runtime.KeepAlive(r)
 	}
 }

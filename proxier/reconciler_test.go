@@ -405,3 +405,27 @@ func TestReconcilerWritesMoreOpsThanOneWriteHolds(t *testing.T) {
 		t.Fatalf("%d virtual servers still dirty", len(r.dirtyVS))
 	}
 }
+
+func TestOwnersKeepAnObjectUntilItsLastOwnerAndPreferTheFirstByName(t *testing.T) {
+	o := owners[string, int]{}
+	o.add("vip", name("b"), 2)
+	o.add("vip", name("c"), 3)
+	o.add("vip", name("a"), 1)
+	o.add("vip", name("c"), 30) // an owner's new value replaces its old one
+	if v, ok := o.get("vip"); !ok || v != 1 {
+		t.Fatalf("three owners: got %d, %v; want a's value 1", v, ok)
+	}
+	o.remove("vip", name("b")) // the inline owner goes; another takes its place
+	if v, ok := o.get("vip"); !ok || v != 1 {
+		t.Fatalf("after b left: got %d, %v; want a's value 1", v, ok)
+	}
+	o.remove("vip", name("a"))
+	if v, ok := o.get("vip"); !ok || v != 30 {
+		t.Fatalf("after a left: got %d, %v; want c's latest value 30", v, ok)
+	}
+	o.remove("vip", name("x")) // not an owner: nothing changes
+	o.remove("vip", name("c"))
+	if _, ok := o.get("vip"); ok || len(o) != 0 {
+		t.Fatalf("after the last owner left the object is still wanted: %+v", o)
+	}
+}
