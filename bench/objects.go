@@ -9,6 +9,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 )
@@ -34,7 +35,11 @@ func serviceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
 func benchSlice(i, perService int, extra ...netip.Addr) *discovery.EndpointSlice {
 	var eps []discovery.Endpoint
 	for j := 0; j < perService; j++ {
-		eps = append(eps, framework.Endpoint(endpointIP(i, j, perService).String(), "other-node", true))
+		ep := framework.Endpoint(endpointIP(i, j, perService).String(), "other-node", true)
+		// As the EndpointSlice controller writes them: each endpoint names its Pod.
+		pod := fmt.Sprintf("%s-%d", serviceName(i), j)
+		ep.TargetRef = &v1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: pod, UID: types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, j))}
+		eps = append(eps, ep)
 	}
 	for _, a := range extra {
 		eps = append(eps, framework.Endpoint(a.String(), "other-node", true))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 )
 
 // slowHandler counts what it was given, slowly, and what it had been given
@@ -93,5 +94,39 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	if h.servicesAtSync != n || h.slicesAtSync != n {
 		t.Errorf("synced reported after %d of %d services and %d of %d slices reached the handlers",
 			h.servicesAtSync, n, h.slicesAtSync, n)
+	}
+}
+
+func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "7",
+			Labels:          map[string]string{discovery.LabelServiceName: "web"},
+			Annotations:     map[string]string{lastAppliedAnnotation: "{...}", "team": "a", v1.EndpointsLastChangeTriggerTime: "2026-11-23T10:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
+	}
+	svc := &v1.Service{ObjectMeta: meta(), Spec: v1.ServiceSpec{ClusterIP: "10.96.0.5"}}
+	if _, err := Slim(svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.ManagedFields != nil || svc.OwnerReferences != nil || svc.Annotations[lastAppliedAnnotation] != "" {
+		t.Errorf("service kept bookkeeping: %+v", svc.ObjectMeta)
+	}
+	if svc.Annotations["team"] != "a" || svc.Labels[discovery.LabelServiceName] != "web" || svc.Spec.ClusterIP != "10.96.0.5" || svc.ResourceVersion != "7" {
+		t.Errorf("service lost what it must keep: %+v", svc)
+	}
+
+	slice := &discovery.EndpointSlice{ObjectMeta: meta(), Endpoints: []discovery.Endpoint{{
+		Addresses: []string{"10.244.0.5"}, NodeName: ptr.To("n1"),
+		TargetRef: &v1.ObjectReference{Kind: "Pod", Name: "web-1"}, DeprecatedTopology: map[string]string{"a": "b"}}}}
+	if _, err := Slim(slice); err != nil {
+		t.Fatal(err)
+	}
+	ep := slice.Endpoints[0]
+	if ep.TargetRef != nil || ep.DeprecatedTopology != nil || len(slice.Annotations) != 1 {
+		t.Errorf("slice kept what nothing reads: %+v", slice)
+	}
+	if slice.Annotations[v1.EndpointsLastChangeTriggerTime] == "" || ep.Addresses[0] != "10.244.0.5" || *ep.NodeName != "n1" || slice.Labels[discovery.LabelServiceName] != "web" {
+		t.Errorf("slice lost what the proxier reads: %+v", slice)
 	}
 }
