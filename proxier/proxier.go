@@ -321,6 +321,16 @@ func (p *Proxier) programCritical(inputs []serviceInput) ([]types.NamespacedName
 		p.rec.setService(in.name, st)
 		names = append(names, in.name)
 	}
+	if missing := len(p.cfg.CriticalServices) - len(names); missing > 0 {
+		var absent []string
+		for _, n := range p.cfg.CriticalServices {
+			if !slices.Contains(names, n) {
+				absent = append(absent, n.String())
+			}
+		}
+		p.log.Warn("critical services not found; check --critical-services (a Service created later is programmed like any other)",
+			zap.Strings("missing", absent))
+	}
 	if len(names) == 0 {
 		return nil, false, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -224,5 +225,27 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 		if strings.Contains(op, "10.96.0.1 ") || strings.HasSuffix(op, "10.96.0.1") || strings.Contains(op, "10.96.0.1,") {
 			t.Errorf("rewrote default/kubernetes's address or ipset entry: %s", op)
 		}
+	}
+}
+
+func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
+	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	core, logs := observer.New(zap.WarnLevel)
+	critical := []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-system", Name: "kube-dns"}}
+	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14, CriticalServices: critical},
+		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
+		zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	kube := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	kube.Namespace, kube.Name = "default", "kubernetes"
+	p.OnServiceAdd(kube)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	warned := logs.FilterMessageSnippet("critical services not found").All()
+	if len(warned) != 1 || fmt.Sprint(warned[0].ContextMap()["missing"]) != "[kube-system/kube-dns]" {
+		t.Fatalf("want one warning naming kube-system/kube-dns, got %+v", warned)
+	}
+	if !strings.Contains(k.ipvs.Dump(), "10.96.0.1:443/TCP") {
+		t.Fatalf("the critical Service that exists was not programmed:\n%s", k.ipvs.Dump())
 	}
 }
