@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -228,7 +229,17 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 	return nil
 }
 
+// gcPercent is the default GOGC. Go's 100 lets the heap grow to twice what
+// is live before collecting: at 10k Services ~110 MB live meant ~300 MB RSS.
+// A node agent should be frugal, and between changes the proxier allocates
+// little (the drift check's read), so collecting at 1.5x costs little CPU.
+// The GOGC and GOMEMLIMIT environment variables still take precedence.
+const gcPercent = 50
+
 func run(c *cli.Context) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	cfg, err := config(c)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -189,6 +190,13 @@ func (p *Proxier) syncOnce(inline bool) {
 		return
 	}
 	now := time.Now()
+	if first {
+		// The first sync's peak (the informers' lists, every Service
+		// computed at once) is far above what the proxier keeps. Give the
+		// difference back to the node now, not over the runtime's slow
+		// scavenging.
+		go debug.FreeOSMemory()
+	}
 	if full {
 		p.lastFull, p.needFull, p.fullAt, p.failures = now, false, time.Time{}, 0
 	}
