@@ -100,8 +100,10 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 				vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
 			}
 		}
-		vss := virtualServerState{vs: vs}
-		for _, ep := range serving(eps) {
+		srv := serving(eps)
+		// Sized exactly: the reconciler keeps it for the Service's lifetime.
+		vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(srv))}
+		for _, ep := range srv {
 			vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
 		}
 		st.virtualServers = append(st.virtualServers, vss)
