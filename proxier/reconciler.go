@@ -99,7 +99,7 @@ type reconciler struct {
 	wantEntry owners[setEntry, struct{}]
 
 	haveVS    map[ipvs.Key]ipvs.VirtualServer
-	haveRS    map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer
+	haveRS    map[ipvs.Key]*realSet
 	haveAddr  map[netip.Addr]bool
 	haveEntry map[setEntry]bool
 
@@ -126,7 +126,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		wantAddr:   owners[netip.Addr, struct{}]{},
 		wantEntry:  owners[setEntry, struct{}]{},
 		haveVS:     map[ipvs.Key]ipvs.VirtualServer{},
-		haveRS:     map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer{},
+		haveRS:     map[ipvs.Key]*realSet{},
 		haveAddr:   map[netip.Addr]bool{},
 		haveEntry:  map[setEntry]bool{},
 		dirtyVS:    map[ipvs.Key]bool{},
@@ -173,7 +173,7 @@ func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 // kernelView is the kernel as one drift check read it.
 type kernelView struct {
 	vs    map[ipvs.Key]ipvs.VirtualServer
-	rs    map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer
+	rs    map[ipvs.Key]*realSet
 	addr  map[netip.Addr]bool
 	entry map[setEntry]bool
 }
@@ -198,7 +198,7 @@ func (r *reconciler) beginRead() {
 // apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
-		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer{},
+		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
 		addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{},
 	}
 	list, err := r.ipvs.VirtualServers()
@@ -214,11 +214,7 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
-		for _, rs := range reals {
-			m[rs.ID()] = rs
-		}
-		v.vs[vs.Key], v.rs[vs.Key] = vs, m
+		v.vs[vs.Key], v.rs[vs.Key] = vs, newRealSet(reals)
 	}
 	addrs, err := r.addrs.Addresses()
 	if err != nil {
@@ -252,7 +248,7 @@ func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 		w = &writtenKeys{}
 	}
 	haveVS := make(map[ipvs.Key]ipvs.VirtualServer, len(v.vs))
-	haveRS := make(map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer, len(v.vs))
+	haveRS := make(map[ipvs.Key]*realSet, len(v.vs))
 	for k, vs := range v.vs {
 		if _, wanted := r.wantVS[k]; !wanted && r.excluded(k.Address) {
 			continue // not ours to manage
@@ -279,20 +275,6 @@ func (r *reconciler) adopt(v *kernelView) *writtenKeys {
 	return w
 }
 
-// sameReals says whether two sets of real servers have the same members
-// with the same weights (connection counters aside).
-func sameReals(a, b map[netip.AddrPort]ipvs.RealServer) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for id, rs := range a {
-		if other, ok := b[id]; !ok || other.Weight != rs.Weight {
-			return false
-		}
-	}
-	return true
-}
-
 // markChanged marks dirty the members of one set and not the other.
 func markChanged[K comparable](dirty, a, b map[K]bool) {
 	for k := range a {
@@ -311,18 +293,19 @@ func markChanged[K comparable](dirty, a, b map[K]bool) {
 // and marks dirty those that differ: only they have anything to apply, as a
 // key that is not dirty already has the belief apply would make. Where the
 // two disagree it first re-reads that one virtual server: a dump of a table
-// that changes while it is read (the kernel resumes /proc/net/ip_vs and
-// netlink dumps by position) can skip entries. At 10k Services, with
+// that changes while it is read (the kernel resumes netlink dumps, and
+// /proc/net/ip_vs which an earlier version read, by position) can skip
+// entries. At 10k Services, with
 // Services added and deleted meanwhile, reads missed real servers, and the
 // repair's add then failed with "file exists". Drift is rare, so this costs
 // a request per disagreement, not per virtual server.
-func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]map[netip.AddrPort]ipvs.RealServer, w *writtenKeys) {
+func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]*realSet, w *writtenKeys) {
 	for k, believed := range r.haveVS {
 		if w.vs[k] {
 			continue // the belief is newer than the read
 		}
 		vs, seen := haveVS[k]
-		if seen && vs == believed && sameReals(haveRS[k], r.haveRS[k]) {
+		if seen && vs == believed && sameWeights(haveRS[k], r.haveRS[k]) {
 			continue
 		}
 		if !seen {
@@ -335,13 +318,9 @@ func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[
 			haveVS[k] = vs
 		}
 		if reals, err := r.ipvs.RealServers(k); err == nil {
-			m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
-			for _, rs := range reals {
-				m[rs.ID()] = rs
-			}
-			haveRS[k] = m
+			haveRS[k] = newRealSet(reals)
 		}
-		if vs != believed || !sameReals(haveRS[k], r.haveRS[k]) {
+		if vs != believed || !sameWeights(haveRS[k], r.haveRS[k]) {
 			r.dirtyVS[k] = true
 		}
 	}
@@ -543,11 +522,7 @@ func (r *reconciler) readVirtualServer(k ipvs.Key) error {
 	if err != nil {
 		return err
 	}
-	m := make(map[netip.AddrPort]ipvs.RealServer, len(reals))
-	for _, rs := range reals {
-		m[rs.ID()] = rs
-	}
-	r.haveVS[k], r.haveRS[k] = vs, m
+	r.haveVS[k], r.haveRS[k] = vs, newRealSet(reals)
 	return nil
 }
 
@@ -674,7 +649,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op) []ipvs.Op {
 	for _, rs := range want.real {
 		id := rs.ID()
 		wantedRS[id] = true
-		cur, ok := haveRS[id]
+		cur, ok := haveRS.get(id)
 		switch {
 		case !ok:
 			ops = append(ops, ipvs.Op{Kind: ipvs.AddRS, VS: want.vs, RS: rs})
@@ -685,7 +660,8 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op) []ipvs.Op {
 			delete(d, id)
 		}
 	}
-	for id, cur := range haveRS {
+	for _, cur := range haveRS.members() {
+		id := cur.ID()
 		if wantedRS[id] {
 			continue
 		}
@@ -712,7 +688,7 @@ func (r *reconciler) believe(op ipvs.Op) {
 	switch op.Kind {
 	case ipvs.AddVS:
 		r.haveVS[k] = op.VS
-		r.haveRS[k] = map[netip.AddrPort]ipvs.RealServer{}
+		r.haveRS[k] = newRealSet(nil)
 	case ipvs.UpdateVS:
 		r.haveVS[k] = op.VS
 	case ipvs.DeleteVS:
@@ -720,19 +696,19 @@ func (r *reconciler) believe(op ipvs.Op) {
 		delete(r.haveRS, k)
 		delete(r.draining, k)
 	case ipvs.AddRS, ipvs.UpdateRS:
-		m := r.haveRS[k]
-		if m == nil {
-			m = map[netip.AddrPort]ipvs.RealServer{}
-			r.haveRS[k] = m
+		set := r.haveRS[k]
+		if set == nil {
+			set = newRealSet(nil)
+			r.haveRS[k] = set
 		}
-		cur, ok := m[op.RS.ID()]
+		cur, ok := set.get(op.RS.ID())
 		if !ok {
 			cur = op.RS
 		}
 		cur.Weight = op.RS.Weight
-		m[op.RS.ID()] = cur
+		set.put(cur)
 	case ipvs.DeleteRS:
-		delete(r.haveRS[k], op.RS.ID())
+		r.haveRS[k].remove(op.RS.ID())
 	}
 }
 
@@ -748,10 +724,10 @@ func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 		}
 		seen := v.rs[k]
 		for id := range ids {
-			rs, ok := seen[id]
+			rs, ok := seen.get(id)
 			if !ok {
 				delete(ids, id)
-				delete(r.haveRS[k], id)
+				r.haveRS[k].remove(id)
 				continue
 			}
 			if rs.ActiveConns+rs.InactiveConns == 0 {
@@ -771,7 +747,7 @@ func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 			continue
 		}
 		r.ops++
-		delete(r.haveRS[k], id)
+		r.haveRS[k].remove(id)
 		if ids := r.draining[k]; ids != nil {
 			delete(ids, id)
 			if len(ids) == 0 {

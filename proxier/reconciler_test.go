@@ -365,7 +365,7 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 	}
 	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
-	delete(v.rs[a], netip.MustParseAddrPort("10.244.0.2:8080"))
+	v.rs[a].remove(netip.MustParseAddrPort("10.244.0.2:8080"))
 	delete(v.vs, b)
 	delete(v.rs, b)
 	if errs := r.drain(v, r.adopt(v)); len(errs) > 0 {
