@@ -23,6 +23,9 @@ type Config struct {
 	// CriticalServices are programmed before all others in a sync, so
 	// that they answer early in a long cold start.
 	CriticalServices []types.NamespacedName
+	// AfterFirstSync, if set, is called once, on a goroutine of its own,
+	// when the first sync has succeeded.
+	AfterFirstSync func()
 }
 
 func (c *Config) excluded(a netip.Addr) bool {

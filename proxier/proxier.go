@@ -3,7 +3,6 @@ package proxier
 import (
 	"context"
 	"errors"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -190,12 +189,8 @@ func (p *Proxier) syncOnce(inline bool) {
 		return
 	}
 	now := time.Now()
-	if first {
-		// The first sync's peak (the informers' lists, every Service
-		// computed at once) is far above what the proxier keeps. Give the
-		// difference back to the node now, not over the runtime's slow
-		// scavenging.
-		go debug.FreeOSMemory()
+	if first && p.cfg.AfterFirstSync != nil {
+		go p.cfg.AfterFirstSync()
 	}
 	if full {
 		p.lastFull, p.needFull, p.fullAt, p.failures = now, false, time.Time{}, 0

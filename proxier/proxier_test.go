@@ -249,3 +249,28 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 		t.Fatalf("the critical Service that exists was not programmed:\n%s", k.ipvs.Dump())
 	}
 }
+
+func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
+	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	calls := make(chan struct{}, 10)
+	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14, AfterFirstSync: func() { calls <- struct{}{} }},
+		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
+		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	k.ipvs.FailNext = "add-vs" // the first sync fails: not yet
+	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	p.OnServiceAdd(web)
+	p.SyncNow()
+	p.SyncNow()
+	p.SyncNow()
+	select {
+	case <-calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not called after the first successful sync")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if len(calls) != 0 {
+		t.Fatalf("called %d more times", len(calls))
+	}
+}
