@@ -145,16 +145,32 @@ func (c *Conn) batch(reqs []Request, errs []error) {
 		return
 	}
 	last := c.seq
+	err := c.receive(func(typ uint16, seq uint32, body []byte) bool {
+		if typ != unix.NLMSG_ERROR || seq < first || seq > last || len(body) < 4 {
+			return false
+		}
+		if code := int32(binary.NativeEndian.Uint32(body)); code != 0 {
+			errs[seq-first] = syscall.Errno(-code)
+		}
+		return seq == last
+	})
+	if err != nil {
+		// ENOBUFS: replies were dropped, so what happened to the rest of
+		// the batch is unknown; the caller retries it.
+		fillUnset(errs, fmt.Errorf("netlink receive: %w", err))
+	}
+}
+
+// receive reads replies and passes each message to handle until it
+// returns true.
+func (c *Conn) receive(handle func(typ uint16, seq uint32, body []byte) (done bool)) error {
 	for {
 		n, _, err := unix.Recvfrom(c.fd, c.rbuf, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			// ENOBUFS: replies were dropped, so what happened to the
-			// rest of the batch is unknown; the caller retries it.
-			fillUnset(errs, fmt.Errorf("netlink receive: %w", err))
-			return
+			return err
 		}
 		for b := c.rbuf[:n]; len(b) >= hdrLen; {
 			l := int(binary.NativeEndian.Uint32(b[0:4]))
@@ -163,15 +179,11 @@ func (c *Conn) batch(reqs []Request, errs []error) {
 			}
 			typ := binary.NativeEndian.Uint16(b[4:6])
 			seq := binary.NativeEndian.Uint32(b[8:12])
-			if typ == unix.NLMSG_ERROR && seq >= first && seq <= last && l >= hdrLen+4 {
-				if code := int32(binary.NativeEndian.Uint32(b[hdrLen:])); code != 0 {
-					errs[seq-first] = syscall.Errno(-code)
-				}
-				if seq == last {
-					return
-				}
-			}
+			body := b[hdrLen:l]
 			b = b[min(align(l), len(b)):]
+			if handle(typ, seq, body) {
+				return nil
+			}
 		}
 	}
 }
@@ -182,15 +194,15 @@ func (c *Conn) batch(reqs []Request, errs []error) {
 // to read in parallel.
 func (c *Conn) Dump(r Request, each func(body []byte)) error {
 	r.Flags |= unix.NLM_F_DUMP
-	return c.exchange(r, func(typ uint16, body []byte) (bool, error) {
+	return c.exchange(r, func(typ uint16, body []byte) bool {
 		switch typ {
 		case unix.NLMSG_DONE:
-			return true, nil
+			return true
 		case unix.NLMSG_NOOP:
-			return false, nil
+			return false
 		}
 		each(body)
-		return false, nil
+		return false
 	})
 }
 
@@ -198,19 +210,17 @@ func (c *Conn) Dump(r Request, each func(body []byte)) error {
 // returns that message's body.
 func (c *Conn) Get(r Request) ([]byte, error) {
 	var reply []byte
-	err := c.exchange(r, func(typ uint16, body []byte) (bool, error) {
-		if reply == nil {
-			reply = append([]byte{}, body...)
-		}
-		return true, nil
+	err := c.exchange(r, func(_ uint16, body []byte) bool {
+		reply = append([]byte{}, body...)
+		return true
 	})
 	return reply, err
 }
 
-// exchange sends r alone and passes every reply with r's sequence number
-// to handle until it returns true. An error reply ends the exchange with
-// that error.
-func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (bool, error)) error {
+// exchange sends r alone and passes every reply to it to handle until
+// handle returns true. An error reply, or a dump's end carrying an error,
+// ends the exchange with that error.
+func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (done bool)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
@@ -220,40 +230,26 @@ func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (bool, e
 	if err := unix.Sendto(c.fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
-	for {
-		n, _, err := unix.Recvfrom(c.fd, c.rbuf, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
+	var failed error
+	err := c.receive(func(typ uint16, mseq uint32, body []byte) bool {
+		if mseq != seq {
+			return false // a late reply to an earlier request
 		}
-		if err != nil {
-			return fmt.Errorf("netlink receive: %w", err)
-		}
-		for b := c.rbuf[:n]; len(b) >= hdrLen; {
-			l := int(binary.NativeEndian.Uint32(b[0:4]))
-			if l < hdrLen || l > len(b) {
-				break
+		if (typ == unix.NLMSG_ERROR || typ == unix.NLMSG_DONE) && len(body) >= 4 {
+			if code := int32(binary.NativeEndian.Uint32(body)); code != 0 {
+				failed = syscall.Errno(-code)
+				return true
 			}
-			typ := binary.NativeEndian.Uint16(b[4:6])
-			mseq := binary.NativeEndian.Uint32(b[8:12])
-			body := b[hdrLen:l]
-			b = b[min(align(l), len(b)):]
-			if mseq != seq {
-				continue // a late reply to an earlier request
-			}
-			// An error reply, or a dump's end carrying the dump's error.
-			if (typ == unix.NLMSG_ERROR || typ == unix.NLMSG_DONE) && len(body) >= 4 {
-				if code := int32(binary.NativeEndian.Uint32(body)); code != 0 {
-					return syscall.Errno(-code)
-				}
-				if typ == unix.NLMSG_ERROR {
-					return nil
-				}
-			}
-			if end, err := handle(typ, body); end || err != nil {
-				return err
+			if typ == unix.NLMSG_ERROR {
+				return true // an acknowledgement
 			}
 		}
+		return handle(typ, body)
+	})
+	if err != nil {
+		return fmt.Errorf("netlink receive: %w", err)
 	}
+	return failed
 }
 
 func fill(errs []error, err error) {
