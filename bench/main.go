@@ -181,8 +181,8 @@ func run(o options) error {
 }
 
 // measureInChild runs this program again for one proxier at one scale: the
-// reloaded IPVS module has a new generic netlink family id, and moby/ipvs
-// resolves it once per process.
+// reloaded IPVS module has a new generic netlink family id, which the
+// kernel handles opened at the start of a process resolved once.
 func measureInChild(n int, name string, o options) ([]record, error) {
 	path := filepath.Join(o.out, fmt.Sprintf(".records-%d-%s.json", n, strings.ReplaceAll(name, " ", "_")))
 	defer os.Remove(path)
