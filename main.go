@@ -234,9 +234,9 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 // Services ~110 MB live meant ~300 MB RSS. A node agent should be frugal,
 // and between changes the proxier allocates little (the drift check's
 // read), so collecting at 1.5x costs little CPU there. The cold start keeps
-// 100: it allocates at a high rate (decoding every object), and 50 made it
-// 8 CPU s (25%) longer at 10k. GOGC and GOMEMLIMIT in the environment take
-// precedence.
+// 100: it allocates at a high rate (decoding every object), where a tighter
+// GC means more collections for a peak that is returned right after anyway.
+// GOGC and GOMEMLIMIT in the environment take precedence.
 const steadyGCPercent = 50
 
 // afterFirstSync returns the first sync's peak (the informers' lists, every
