@@ -6,28 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 )
 
 // procTablePath lists this network namespace's IPVS table as text.
 const procTablePath = "/proc/net/ip_vs"
 
-// readProcTable returns every IPv4 virtual server's real servers, with
-// weights and connection counters, from /proc/net/ip_vs: one read, where
-// netlink needs a request per virtual server (~0.65 s per 1k in the
-// emulated test VM). Virtual servers without real servers map to an empty
-// list.
-func readProcTable() (map[Key][]RealServer, error) {
-	f, err := os.Open(procTablePath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return ParseProcTable(f)
-}
-
 // ParseProcTable parses the format of /proc/net/ip_vs. IPv6 and
-// firewall-mark virtual servers are skipped.
+// firewall-mark virtual servers are skipped. The proxier reads the table
+// over netlink (see Netlink.RealServers); the bench harness polls this file,
+// which takes no IPVS lock the proxier under test writes under.
 func ParseProcTable(r io.Reader) (map[Key][]RealServer, error) {
 	t := map[Key][]RealServer{}
 	var cur *Key
