@@ -126,6 +126,7 @@ func (o Op) String() string {
 type Interface interface {
 	VirtualServers() ([]VirtualServer, error)
 	GetVirtualServer(Key) (vs VirtualServer, ok bool, err error)
+	// RealServers returns a new slice, which the caller may keep.
 	RealServers(Key) ([]RealServer, error)
 	// Write applies the ops in order and returns one result per op (nil:
 	// done). An op failing does not stop the ones after it.

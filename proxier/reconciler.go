@@ -293,11 +293,10 @@ func markChanged[K comparable](dirty, a, b map[K]bool) {
 // and marks dirty those that differ: only they have anything to apply, as a
 // key that is not dirty already has the belief apply would make. Where the
 // two disagree it first re-reads that one virtual server: a dump of a table
-// that changes while it is read (the kernel resumes netlink dumps, and
-// /proc/net/ip_vs which an earlier version read, by position) can skip
-// entries. At 10k Services, with
-// Services added and deleted meanwhile, reads missed real servers, and the
-// repair's add then failed with "file exists". Drift is rare, so this costs
+// that changes while it is read (the kernel resumes dumps by position) can
+// skip entries. At 10k Services, with Services added and deleted meanwhile,
+// reads missed real servers, and the repair's add then failed with "file
+// exists". Drift is rare, so this costs
 // a request per disagreement, not per virtual server.
 func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]*realSet, w *writtenKeys) {
 	for k, believed := range r.haveVS {
