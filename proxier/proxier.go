@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,6 +64,10 @@ type Proxier struct {
 	events  EventRecorder
 	rec     *reconciler
 	runner  *runner
+
+	// mu guards rec: a sync holds it throughout, a drift check's adopt in
+	// the background a slice of its comparison at a time.
+	mu sync.Mutex
 
 	// Owned by the sync goroutine.
 	lastFull time.Time
@@ -138,11 +143,14 @@ func (p *Proxier) setupKernel() error {
 
 // kernelRead is the result of a drift check's kernel read.
 type kernelRead struct {
-	view    *kernelView
+	view *kernelView // nil if the read failed
+	// written are the keys written during the read and its adoption.
+	written *writtenKeys
 	err     error
 	started time.Time
-	// setup and read are how long setupKernel and the read took, for logs.
-	setup, read time.Duration
+	// setup, read and adopt are how long setupKernel, the read and its
+	// adoption took, for logs.
+	setup, read, adopt time.Duration
 }
 
 // SyncNow runs one sync on the caller's goroutine, doing a due drift check
@@ -150,6 +158,8 @@ type kernelRead struct {
 func (p *Proxier) SyncNow() { p.syncOnce(true) }
 
 func (p *Proxier) syncOnce(inline bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !p.changeTracker.synced() {
 		p.log.Debug("skipping sync: informer caches not synced yet")
 		return
@@ -210,7 +220,7 @@ func (p *Proxier) syncOnce(inline bool) {
 	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
 		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed)}
 	if full {
-		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read))
+		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read), zap.Duration("adopt", read.adopt))
 	}
 	p.log.Debug("synced", fields...)
 }
@@ -229,6 +239,19 @@ func (p *Proxier) readKernel(setUp bool) kernelRead {
 		r.read = time.Since(r.started) - r.setup
 	}
 	return r
+}
+
+// adopt gives the reconciler a kernel read; l is held and may be released
+// meanwhile (see reconciler.adopt). A failed read ends the recording of
+// written keys.
+func (p *Proxier) adopt(r *kernelRead, l sync.Locker) {
+	if r.view == nil {
+		p.rec.written = nil
+		return
+	}
+	start := time.Now()
+	r.written, r.err = p.rec.adopt(r.view, l)
+	r.adopt = time.Since(start)
 }
 
 // sync applies the changed Services. When a drift check is due it starts a
@@ -260,18 +283,25 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 		// Nothing may be written before the kernel is adopted.
 		p.rec.beginRead()
 		r := p.readKernel(setUp)
+		p.adopt(&r, noLock{})
 		read = &r
 	case due && p.reads == nil:
 		p.rec.beginRead()
 		p.reads = make(chan kernelRead, 1)
 		go func(done chan<- kernelRead) {
-			done <- p.readKernel(false)
+			r := p.readKernel(false)
+			p.mu.Lock()
+			p.adopt(&r, &p.mu)
+			p.mu.Unlock()
+			done <- r
 			p.runner.Trigger()
 		}(p.reads)
 	}
 	if read == nil && p.reads != nil {
 		if inline {
+			p.mu.Unlock() // the read's adopt needs it
 			r := <-p.reads
+			p.mu.Lock()
 			read = &r
 			p.reads = nil
 		} else {
@@ -283,18 +313,15 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 			}
 		}
 	}
-	var written *writtenKeys
-	switch {
-	case read != nil && read.err != nil:
-		p.rec.written = nil
+	if read != nil && read.view == nil {
 		if first {
 			// Nothing may be written before the kernel is adopted.
 			return read, read.err
 		}
 		errs = append(errs, read.err)
 		read = nil // changes are still applied; the drift check is retried
-	case read != nil:
-		written = p.rec.adopt(read.view)
+	} else if read != nil {
+		errs = append(errs, read.err)
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
@@ -302,7 +329,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 	errs = append(errs, critErrs...)
 	errs = append(errs, p.rec.apply()...)
 	if read != nil {
-		errs = append(errs, p.rec.drain(read.view, written)...)
+		errs = append(errs, p.rec.drain(read.view, read.written)...)
 	}
 	return read, errors.Join(errs...)
 }

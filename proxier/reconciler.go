@@ -111,8 +111,11 @@ type reconciler struct {
 	// connections end (graceful termination).
 	draining map[ipvs.Key]map[netip.AddrPort]bool
 
-	// written records writes while a kernel read is in flight (nil otherwise).
+	// written records writes while a kernel read is in flight and until it
+	// is adopted (nil otherwise).
 	written *writtenKeys
+	// adoptSlice is how many keys adopt compares between pauses.
+	adoptSlice int
 
 	// ops counts kernel writes, for logs and tests.
 	ops int
@@ -133,6 +136,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		dirtyAddr:  map[netip.Addr]bool{},
 		dirtyEntry: map[setEntry]bool{},
 		draining:   map[ipvs.Key]map[netip.AddrPort]bool{},
+		adoptSlice: 250,
 	}
 }
 
@@ -237,116 +241,6 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 	return v, nil
 }
 
-// adopt replaces the believed kernel state with a view, except for keys
-// written since beginRead, and marks dirty every key where the view differs
-// from the belief, so the next apply repairs any drift. It returns those
-// written keys.
-func (r *reconciler) adopt(v *kernelView) *writtenKeys {
-	w := r.written
-	r.written = nil
-	if w == nil {
-		w = &writtenKeys{}
-	}
-	haveVS := make(map[ipvs.Key]ipvs.VirtualServer, len(v.vs))
-	haveRS := make(map[ipvs.Key]*realSet, len(v.vs))
-	for k, vs := range v.vs {
-		if _, wanted := r.wantVS[k]; !wanted && r.excluded(k.Address) {
-			continue // not ours to manage
-		}
-		if !w.vs[k] {
-			haveVS[k], haveRS[k] = vs, v.rs[k]
-		}
-	}
-	for k := range w.vs {
-		if vs, ok := r.haveVS[k]; ok {
-			haveVS[k], haveRS[k] = vs, r.haveRS[k]
-		}
-	}
-	r.confirm(haveVS, haveRS, w)
-	haveAddr, haveEntry := merge(v.addr, r.haveAddr, w.addr), merge(v.entry, r.haveEntry, w.entry)
-	markChanged(r.dirtyAddr, haveAddr, r.haveAddr)
-	markChanged(r.dirtyEntry, haveEntry, r.haveEntry)
-	r.haveVS, r.haveRS, r.haveAddr, r.haveEntry = haveVS, haveRS, haveAddr, haveEntry
-	for k := range r.draining {
-		if _, ok := haveVS[k]; !ok {
-			delete(r.draining, k)
-		}
-	}
-	return w
-}
-
-// markChanged marks dirty the members of one set and not the other.
-func markChanged[K comparable](dirty, a, b map[K]bool) {
-	for k := range a {
-		if !b[k] {
-			dirty[k] = true
-		}
-	}
-	for k := range b {
-		if !a[k] {
-			dirty[k] = true
-		}
-	}
-}
-
-// confirm compares a read's virtual servers with the reconciler's belief
-// and marks dirty those that differ: only they have anything to apply, as a
-// key that is not dirty already has the belief apply would make. Where the
-// two disagree it first re-reads that one virtual server: a dump of a table
-// that changes while it is read (the kernel resumes dumps by position) can
-// skip entries. At 10k Services, with Services added and deleted meanwhile,
-// reads missed real servers, and the repair's add then failed with "file
-// exists". Drift is rare, so this costs
-// a request per disagreement, not per virtual server.
-func (r *reconciler) confirm(haveVS map[ipvs.Key]ipvs.VirtualServer, haveRS map[ipvs.Key]*realSet, w *writtenKeys) {
-	for k, believed := range r.haveVS {
-		if w.vs[k] {
-			continue // the belief is newer than the read
-		}
-		vs, seen := haveVS[k]
-		if seen && vs == believed && sameWeights(haveRS[k], r.haveRS[k]) {
-			continue
-		}
-		if !seen {
-			var ok bool
-			var err error
-			if vs, ok, err = r.ipvs.GetVirtualServer(k); err != nil || !ok {
-				r.dirtyVS[k] = true // gone indeed
-				continue
-			}
-			haveVS[k] = vs
-		}
-		if reals, err := r.ipvs.RealServers(k); err == nil {
-			haveRS[k] = newRealSet(reals)
-		}
-		if vs != believed || !sameWeights(haveRS[k], r.haveRS[k]) {
-			r.dirtyVS[k] = true
-		}
-	}
-	for k := range haveVS {
-		if _, believed := r.haveVS[k]; !believed {
-			r.dirtyVS[k] = true // a stray, or new since the last read
-		}
-	}
-}
-
-// merge takes the members a read saw, except for keys written during the
-// read, where the reconciler's belief decides.
-func merge[K comparable](read, belief, written map[K]bool) map[K]bool {
-	out := make(map[K]bool, len(read))
-	for k := range read {
-		if !written[k] {
-			out[k] = true
-		}
-	}
-	for k := range written {
-		if belief[k] {
-			out[k] = true
-		}
-	}
-	return out
-}
-
 // refresh reads the kernel, adopts it and drains, on the calling goroutine.
 func (r *reconciler) refresh() error {
 	r.beginRead()
@@ -355,7 +249,8 @@ func (r *reconciler) refresh() error {
 		r.written = nil
 		return err
 	}
-	return errors.Join(r.drain(v, r.adopt(v))...)
+	w, err := r.adopt(v, noLock{})
+	return errors.Join(append(r.drain(v, w), err)...)
 }
 
 // Record a write, if a kernel read is in flight.

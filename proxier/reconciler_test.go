@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -72,6 +73,15 @@ func mustApply(t *testing.T, r *reconciler) {
 	if errs := r.apply(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
+}
+
+func mustAdopt(t *testing.T, r *reconciler, v *kernelView) *writtenKeys {
+	t.Helper()
+	w, err := r.adopt(v, noLock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func expectOps(t *testing.T, k fakeKernel, want ...string) {
@@ -256,7 +266,7 @@ func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
 	_ = k.ipvs.DeleteVirtualServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80})
 	k.ops()
 
-	r.adopt(view)
+	mustAdopt(t, r, view)
 	mustApply(t, r)
 	// b is not re-added (the reconciler's belief wins for keys it wrote);
 	// a's deletion happened after the read, so it is repaired by the next check.
@@ -280,7 +290,7 @@ func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.adopt(view)
+	mustAdopt(t, r, view)
 	mustApply(t, r)
 	expectOps(t, k, "add-addr 10.96.0.1")
 }
@@ -336,7 +346,7 @@ func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing
 	}
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.3:8080"))
 	mustApply(t, r)
-	if errs := r.drain(v, r.adopt(v)); len(errs) > 0 {
+	if errs := r.drain(v, mustAdopt(t, r, v)); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.3:8080")
@@ -368,7 +378,7 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 	v.rs[a].remove(netip.MustParseAddrPort("10.244.0.2:8080"))
 	delete(v.vs, b)
 	delete(v.rs, b)
-	if errs := r.drain(v, r.adopt(v)); len(errs) > 0 {
+	if errs := r.drain(v, mustAdopt(t, r, v)); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	mustApply(t, r)
@@ -427,5 +437,149 @@ func TestOwnersKeepAnObjectUntilItsLastOwnerAndPreferTheFirstByName(t *testing.T
 	o.remove("vip", name("c"))
 	if _, ok := o.get("vip"); ok || len(o) != 0 {
 		t.Fatalf("after the last owner left the object is still wanted: %+v", o)
+	}
+}
+
+// betweenSlices is the lock of an adopt during which sync runs once, at
+// the first pause, as a waiting sync would.
+type betweenSlices struct {
+	sync func()
+	ran  bool
+}
+
+func (l *betweenSlices) Unlock() {}
+func (l *betweenSlices) Lock() {
+	if !l.ran {
+		l.ran = true
+		l.sync()
+	}
+}
+
+func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.adoptSlice = 1
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	r.setService(name("d"), state("10.96.0.4", 80, "10.244.0.5:8080"))
+	mustApply(t, r)
+	// Drift the read will see.
+	if err := k.ipvs.DeleteRealServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.4"), Protocol: ipvs.TCP, Port: 80},
+		netip.MustParseAddrPort("10.244.0.5:8080")); err != nil {
+		t.Fatal(err)
+	}
+	k.ops()
+
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// While adopt pauses, a sync changes a, deletes b and adds c: the read
+	// has a's old real server, has b and lacks c, and must undo none of it.
+	l := &betweenSlices{sync: func() {
+		r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.3:8080"))
+		r.setService(name("b"), serviceState{})
+		r.setService(name("c"), state("10.96.0.3", 80, "10.244.0.4:8080"))
+		mustApply(t, r)
+		k.ops()
+	}}
+	w, err := r.adopt(v, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.ran {
+		t.Fatal("adopt never paused")
+	}
+	if errs := r.drain(v, w); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	mustApply(t, r)
+	expectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
+	// The next drift check deletes a's drained real server, and that is all.
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	want := strings.Join([]string{
+		"-A 10.96.0.1:80/TCP -s rr", "-A 10.96.0.3:80/TCP -s rr", "-A 10.96.0.4:80/TCP -s rr",
+		"-a 10.96.0.1:80/TCP -r 10.244.0.3:8080 -w 1", "-a 10.96.0.3:80/TCP -r 10.244.0.4:8080 -w 1",
+		"-a 10.96.0.4:80/TCP -r 10.244.0.5:8080 -w 1",
+	}, "\n")
+	if got := k.ipvs.Dump(); got != want {
+		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Under the race detector: a background adopt sharing a mutex with syncs
+// that add and delete Services and real servers ends with the belief right,
+// so the next drift check writes nothing and the kernel is as a reconciler
+// that never adopted would have made it.
+func TestReconcilerAdoptBesideSyncs(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.adoptSlice = 2
+	svc := func(i, reals int) serviceState {
+		var rs []string
+		for j := 0; j < reals; j++ {
+			rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
+		}
+		return state(fmt.Sprintf("10.96.0.%d", i), 80, rs...)
+	}
+	final := map[int]serviceState{}
+	for i := 1; i <= 50; i++ {
+		final[i] = svc(i, 2)
+		r.setService(name(fmt.Sprint(i)), final[i])
+	}
+	mustApply(t, r)
+
+	var mu sync.Mutex
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *writtenKeys)
+	go func() {
+		mu.Lock()
+		w, err := r.adopt(v, &mu)
+		mu.Unlock()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- w
+	}()
+	for i := 1; i <= 50; i += 2 {
+		mu.Lock()
+		if i%4 == 1 {
+			final[i] = svc(i, 3)
+		} else {
+			final[i] = serviceState{}
+		}
+		r.setService(name(fmt.Sprint(i)), final[i])
+		mustApply(t, r)
+		mu.Unlock()
+	}
+	w := <-done
+	if errs := r.drain(v, w); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	mustApply(t, r)
+	k.ops()
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	expectOps(t, k)
+
+	fresh := newFakeKernel(t)
+	direct := fresh.reconciler()
+	for i, st := range final {
+		direct.setService(name(fmt.Sprint(i)), st)
+	}
+	mustApply(t, direct)
+	if got, want := k.ipvs.Dump(), fresh.ipvs.Dump(); got != want {
+		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
 	}
 }

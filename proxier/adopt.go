@@ -1,0 +1,195 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// adopt makes the belief agree with a kernel read, except for keys written
+// since beginRead, where the belief is newer than the read, and marks dirty
+// every key where the two differed, so the next apply repairs the drift. It
+// returns the written keys and ends their recording.
+//
+// The caller holds l. At 50k Services comparing a read with the belief takes
+// seconds in a small VM, so a drift check adopts in the background: adopt
+// releases l every adoptSlice keys and while it re-reads, letting a waiting
+// sync run; keys that sync writes are then left alone like those written
+// during the read. noLock{} adopts in one go.
+func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
+	w := r.written
+	if w == nil {
+		w = &writtenKeys{}
+	}
+	pause := r.pacer(l)
+
+	// Virtual servers where the read and the belief disagree are read
+	// again, alone, before the belief takes them (see reread).
+	var disagree []ipvs.Key
+	for k, vs := range v.vs {
+		pause()
+		if w.vs[k] || !r.differs(k, vs, v.rs[k], true) {
+			continue
+		}
+		if _, believed := r.haveVS[k]; believed {
+			disagree = append(disagree, k)
+		} else {
+			r.take(k, vs, v.rs[k], true) // a stray, or new since the last read
+		}
+	}
+	for k := range r.haveVS {
+		pause()
+		if _, read := v.vs[k]; !read && !w.vs[k] {
+			disagree = append(disagree, k)
+		}
+	}
+	l.Unlock()
+	confirmed, err := r.reread(disagree)
+	l.Lock()
+	for _, c := range confirmed {
+		pause()
+		if !w.vs[c.key] {
+			r.take(c.key, c.vs, c.rs, c.present)
+		}
+	}
+
+	for a := range v.addr {
+		pause()
+		adoptMember(a, v.addr, r.haveAddr, r.dirtyAddr, w.addr)
+	}
+	for a := range r.haveAddr {
+		pause()
+		adoptMember(a, v.addr, r.haveAddr, r.dirtyAddr, w.addr)
+	}
+	for e := range v.entry {
+		pause()
+		adoptMember(e, v.entry, r.haveEntry, r.dirtyEntry, w.entry)
+	}
+	for e := range r.haveEntry {
+		pause()
+		adoptMember(e, v.entry, r.haveEntry, r.dirtyEntry, w.entry)
+	}
+
+	for k := range r.draining {
+		if _, ok := r.haveVS[k]; !ok {
+			delete(r.draining, k)
+		}
+	}
+	r.written = nil
+	return w, err
+}
+
+// pacer returns a function to call before each key's comparison: every
+// adoptSlice calls it releases l and takes it again. The belief maps may
+// change while l is released; Go defines a range over a map that changes
+// meanwhile (entries added may or may not be visited), and a key written
+// meanwhile is skipped by its written mark.
+func (r *reconciler) pacer(l sync.Locker) func() {
+	n := 0
+	return func() {
+		if n++; n%r.adoptSlice == 0 {
+			l.Unlock()
+			runtime.Gosched() // a sync waiting for l takes it now
+			l.Lock()
+		}
+	}
+}
+
+// differs says whether the belief about virtual server k differs from a
+// read of it; present says whether the read found it.
+func (r *reconciler) differs(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, present bool) bool {
+	present = present && r.ours(k)
+	believed, ok := r.haveVS[k]
+	if !ok || !present {
+		return ok != present
+	}
+	return vs != believed || !sameWeights(rs, r.haveRS[k])
+}
+
+// take gives the belief a read of virtual server k, marking k dirty if they
+// differed.
+func (r *reconciler) take(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, present bool) {
+	if !r.differs(k, vs, rs, present) {
+		return
+	}
+	if present && r.ours(k) {
+		r.haveVS[k], r.haveRS[k] = vs, rs
+	} else {
+		delete(r.haveVS, k)
+		delete(r.haveRS, k)
+	}
+	r.dirtyVS[k] = true
+}
+
+// ours says whether the reconciler manages virtual server k: one it wants,
+// or one outside --ipvs-exclude-cidrs.
+func (r *reconciler) ours(k ipvs.Key) bool {
+	if !r.excluded(k.Address) {
+		return true
+	}
+	_, wanted := r.wantVS.get(k)
+	return wanted
+}
+
+// adoptMember gives the belief a read's answer for one address or ipset
+// entry, unless it was written since the read began, marking it dirty if
+// they differed.
+func adoptMember[K comparable](k K, read, belief, dirty, written map[K]bool) {
+	if written[k] || read[k] == belief[k] {
+		return
+	}
+	if read[k] {
+		belief[k] = true
+	} else {
+		delete(belief, k)
+	}
+	dirty[k] = true
+}
+
+// reading is one virtual server as reread found it.
+type reading struct {
+	key     ipvs.Key
+	vs      ipvs.VirtualServer
+	rs      *realSet
+	present bool
+}
+
+// reread reads the given virtual servers again, one request each, to
+// confirm what a dump saw: a dump of a table that changes while it is read
+// (the kernel resumes dumps by position) can skip entries. At 10k Services,
+// with Services added and deleted meanwhile, dumps missed real servers, and
+// the repair's add then failed with "file exists". Drift is rare, so this
+// costs requests per disagreement, not per virtual server. It touches only
+// the kernel, so it runs without the reconciler's lock; a virtual server it
+// fails to read keeps its belief until the next drift check.
+func (r *reconciler) reread(keys []ipvs.Key) ([]reading, error) {
+	var out []reading
+	var errs []error
+	for _, k := range keys {
+		vs, ok, err := r.ipvs.GetVirtualServer(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("confirm %v: %w", k, err))
+			continue
+		}
+		if !ok {
+			out = append(out, reading{key: k})
+			continue
+		}
+		reals, err := r.ipvs.RealServers(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("confirm %v: %w", k, err))
+			continue
+		}
+		out = append(out, reading{key: k, vs: vs, rs: newRealSet(reals), present: true})
+	}
+	return out, errors.Join(errs...)
+}
+
+// noLock is the sync.Locker of an adopt that nothing runs beside.
+type noLock struct{}
+
+func (noLock) Lock()   {}
+func (noLock) Unlock() {}
