@@ -582,7 +582,10 @@ func (r *reconciler) believe(op ipvs.Op) {
 	switch op.Kind {
 	case ipvs.AddVS:
 		r.haveVS[k] = op.VS
-		r.haveRS[k] = newRealSet(nil)
+		// Sized for the real servers to come: grown by append, a set of
+		// ten would hold room for sixteen, at every virtual server.
+		want, _ := r.wantVS.get(k)
+		r.haveRS[k] = newRealSet(make([]ipvs.RealServer, 0, len(want.real)))
 	case ipvs.UpdateVS:
 		r.haveVS[k] = op.VS
 	case ipvs.DeleteVS:
