@@ -100,10 +100,18 @@ func main() {
 	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,restart",
 		"scenarios to run (the cold start always runs: the others need its state)")
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
+	create := flag.Int("create", 0, "only create the API objects for this many Services, from the host (under testcluster, before the VM starts)")
 	child := flag.String("child", "", "internal: measure the one proxier at the one scale given and write its records to this file")
 	flag.Parse()
 	if *render != "" {
 		if err := rerender(*render); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *create > 0 {
+		if err := createFromHost(*create, o.perService); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

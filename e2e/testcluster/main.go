@@ -3,7 +3,7 @@
 // least-privilege identity (system:kube-proxy), creates the test Node, runs
 // one command (usually the VM) and tears everything down again.
 //
-//	testcluster -bin DIR -state DIR [-node NAME] -- CMD ARGS...
+//	testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] -- CMD ARGS...
 //
 // The command sees KIP_APISERVER_PORT (for the VM's port forward) and
 // KIP_STATE (the directory with admin.kubeconfig, proxy.kubeconfig,
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,12 +53,13 @@ func main() {
 	bin := flag.String("bin", "", "directory with etcd and kube-apiserver")
 	state := flag.String("state", "", "directory for certificates, data and kubeconfigs (emptied first)")
 	node := flag.String("node", "kip-node", "name of the Node object to create")
+	seed := flag.String("etcd-seed", "", "if this etcd data directory exists, start etcd from a copy of it (the bench's API objects, created once)")
 	flag.Parse()
 	if *bin == "" || *state == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] -- CMD ARGS...")
 		os.Exit(2)
 	}
-	code, err := run(*bin, *state, *node, flag.Args())
+	code, err := run(*bin, *state, *node, *seed, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testcluster:", err)
 		if code == 0 {
@@ -76,13 +78,20 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func run(bin, state, nodeName string, cmdArgs []string) (int, error) {
+func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
 	state, _ = filepath.Abs(state)
 	if err := os.RemoveAll(state); err != nil {
 		return 0, err
 	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return 0, err
+	}
+	if seed != "" {
+		if _, err := os.Stat(seed); err == nil {
+			if err := os.CopyFS(filepath.Join(state, "etcd"), os.DirFS(seed)); err != nil {
+				return 0, fmt.Errorf("copy etcd seed: %w", err)
+			}
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -220,6 +229,9 @@ func createNode(ctx context.Context, kubeconfig, name string) error {
 	}
 	n, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) { // etcd came from a seed
+		n, err = cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)
 	}
