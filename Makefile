@@ -65,6 +65,8 @@ demo: e2e-bins k8s-bins vm-kernel
 BENCH_SCALES ?= $(if $(filter large,$(BENCH_SCALE)),1000$(comma)10000$(comma)50000,1000$(comma)10000)
 BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy,fake
 BENCH_ARGS ?=
+# e.g. BENCH_SCENARIOS=cold-start,churn; kept out of BENCH_ARGS, which keys the seed.
+BENCH_SCENARIOS ?=
 # The VM's time limit: a 50k run takes ~40 min without KVM.
 BENCH_VM_TIMEOUT ?= $(if $(findstring 50000,$(BENCH_SCALES)),7200,4200)
 # The first scale's API objects are created once, from the host, and kept as
@@ -85,7 +87,7 @@ bench-quick bench: e2e-bins k8s-bins vm-kernel
 	@dir=bench/results/$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); mkdir -p $$dir; \
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench -etcd-seed $(BENCH_SEED) -- \
-	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$dir $(BENCH_ARGS)" \
+	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$dir $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS))" \
 	&& hack/bench-profiles.sh $$dir && ln -sfn $$(basename $$dir) bench/results/latest && echo "report: $$dir/report.md"
 
 clean:

@@ -384,11 +384,10 @@ func (s *session) churn() (record, error) {
 
 	// The exact final state: every Service's real servers with a non-zero
 	// weight (removed TCP real servers may still drain at weight 0).
+	// Read over netlink, one dump per virtual server: /proc/net/ip_vs is
+	// quadratic in the kernel (each page resumes by walking the table from
+	// the start) and took minutes per read at 50k.
 	converged := func() (bool, string) {
-		tab, err := readIPVSTable()
-		if err != nil {
-			return false, err.Error()
-		}
 		for i := 0; i < s.n; i++ {
 			want := map[netip.AddrPort]bool{}
 			for j := 0; j < s.o.perService; j++ {
@@ -398,13 +397,17 @@ func (s *session) churn() (record, error) {
 				want[netip.AddrPortFrom(a, 8080)] = true
 			}
 			key := ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}
+			reals, err := s.k.ipvs.RealServers(key)
+			if err != nil {
+				return false, err.Error()
+			}
 			got := 0
-			for id, w := range tab[key] {
-				if w == 0 {
+			for _, r := range reals {
+				if r.Weight == 0 {
 					continue
 				}
-				if !want[id] {
-					return false, fmt.Sprintf("%s has stray real server %s", serviceName(i), id)
+				if !want[r.ID()] {
+					return false, fmt.Sprintf("%s has stray real server %s", serviceName(i), r.ID())
 				}
 				got++
 			}
