@@ -171,6 +171,13 @@ func (p *Proxier) syncOnce(inline bool) {
 	if first {
 		p.log.Info("informer caches synced; first sync")
 	}
+	// Critical Services (default/kubernetes, cluster DNS) go first: node
+	// agents wait on them, and a cold start at scale is long.
+	var critErr error
+	setUp := false
+	if first {
+		setUp, critErr = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices))
+	}
 	inputs := p.changeTracker.take(first)
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
@@ -178,7 +185,8 @@ func (p *Proxier) syncOnce(inline bool) {
 	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 
 	opsBefore := p.rec.ops
-	read, err := p.sync(inputs, first, due, inline)
+	read, err := p.sync(inputs, first, setUp, due, inline)
+	err = errors.Join(critErr, err)
 	full := read != nil
 	elapsed := time.Since(start)
 	if full {
@@ -258,21 +266,13 @@ func (p *Proxier) adopt(r *kernelRead, l sync.Locker) {
 // kernel read, in the background unless inline; when a read has completed it
 // adopts it first, so that the apply also repairs drift. It returns the read
 // it adopted, if any.
-func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelRead, error) {
+func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*kernelRead, error) {
 	var errs []error
-	var critical []types.NamespacedName
-	setUp := false
-	if first {
-		var err error
-		critical, setUp, err = p.programCritical(inputs)
-		errs = append(errs, err)
-	}
 	// Record what is wanted before touching the kernel: the inputs are gone
-	// from the tracker, so a kernel failure must not lose them.
+	// from the tracker, so a kernel failure must not lose them. (The
+	// critical Services' are recorded again: their input may be newer than
+	// programCritical's, and an unchanged state writes nothing.)
 	for _, in := range inputs {
-		if slices.Contains(critical, in.name) {
-			continue // recorded by programCritical
-		}
 		st, problems := desiredState(in.service, in.slices, &p.cfg)
 		p.report(in, problems)
 		p.rec.setService(in.name, st)
@@ -337,9 +337,9 @@ func (p *Proxier) sync(inputs []serviceInput, first, due, inline bool) (*kernelR
 // programCritical writes the critical Services at the start of the first
 // sync, before the other Services are computed and the whole kernel is read
 // (seconds at 10k Services): it computes them alone, sets the kernel up and
-// reads just their objects. It returns the Services whose desired state it
-// recorded and whether it set the kernel up.
-func (p *Proxier) programCritical(inputs []serviceInput) ([]types.NamespacedName, bool, error) {
+// reads just their objects. It runs before the tracker's inputs are taken,
+// from a peek at the critical ones, and returns whether it set the kernel up.
+func (p *Proxier) programCritical(inputs []serviceInput) (setUp bool, err error) {
 	start := time.Now()
 	var names []types.NamespacedName
 	for _, in := range inputs {
@@ -362,18 +362,18 @@ func (p *Proxier) programCritical(inputs []serviceInput) ([]types.NamespacedName
 			zap.Strings("missing", absent))
 	}
 	if len(names) == 0 {
-		return nil, false, nil
+		return false, nil
 	}
 	if err := p.setupKernel(); err != nil {
-		return names, false, err
+		return false, err
 	}
 	if err := p.rec.readServices(names); err != nil {
-		return names, true, err
+		return true, err
 	}
 	n, errs := p.rec.applyFirst(names)
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))
-	return names, true, errors.Join(errs...)
+	return true, errors.Join(errs...)
 }
 
 // report logs and posts an event for a Service's bad input, once per distinct

@@ -1,7 +1,8 @@
 package proxier
 
 import (
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,30 +209,53 @@ type serviceInput struct {
 func (t *changeTracker) take(all bool) []serviceInput {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var names map[types.NamespacedName]bool
+	var out []serviceInput
 	if all {
-		names = make(map[types.NamespacedName]bool, len(t.services)+len(t.pending))
+		out = make([]serviceInput, 0, len(t.services)+len(t.pending))
 		for n := range t.services {
-			names[n] = true
+			out = append(out, t.input(n))
 		}
 	} else {
-		names = make(map[types.NamespacedName]bool, len(t.pending))
+		out = make([]serviceInput, 0, len(t.pending))
 	}
 	for n := range t.pending {
-		names[n] = true
-	}
-	out := make([]serviceInput, 0, len(names))
-	for n := range names {
-		in := serviceInput{name: n, service: t.services[n], change: t.pending[n]}
-		for _, s := range t.slices[n] {
-			in.slices = append(in.slices, s)
+		if !all || t.services[n] == nil {
+			out = append(out, t.input(n))
 		}
-		sort.Slice(in.slices, func(i, j int) bool { return in.slices[i].Name < in.slices[j].Name })
-		out = append(out, in)
 	}
 	t.pending = map[types.NamespacedName]*pendingChange{}
 	t.pendingServiceEdits, t.pendingSliceEdits = 0, 0
 	return out
+}
+
+// peek returns the inputs of the named Services that are known or pending,
+// leaving them pending: the first sync programs the critical Services from
+// them before it takes (at 50k, ~0.5 s in the VM) every other input.
+func (t *changeTracker) peek(names []types.NamespacedName) []serviceInput {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []serviceInput
+	for _, n := range names {
+		if t.services[n] != nil || t.pending[n] != nil {
+			out = append(out, t.input(n))
+		}
+	}
+	return out
+}
+
+// input gathers one Service's input; the caller holds mu.
+func (t *changeTracker) input(n types.NamespacedName) serviceInput {
+	in := serviceInput{name: n, service: t.services[n], change: t.pending[n]}
+	if len(t.slices[n]) > 0 {
+		in.slices = make([]*discovery.EndpointSlice, 0, len(t.slices[n]))
+		for _, s := range t.slices[n] {
+			in.slices = append(in.slices, s)
+		}
+		if len(in.slices) > 1 {
+			slices.SortFunc(in.slices, func(a, b *discovery.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+		}
+	}
+	return in
 }
 
 // pendingCounts reports queued Service and EndpointSlice edits, for metrics.

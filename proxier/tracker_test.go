@@ -1,10 +1,12 @@
 package proxier
 
 import (
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestTrackerCoalescesChangesPerService(t *testing.T) {
@@ -49,5 +51,32 @@ func TestTrackerMovesRelabelledSlice(t *testing.T) {
 		if in.name.Name == "s" && len(in.slices) != 0 {
 			t.Fatal("the old owner still has the slice")
 		}
+	}
+}
+
+func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
+	tr := newChangeTracker(nil)
+	tr.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	for _, n := range []string{"s-b", "s-a", "s-c"} {
+		tr.OnEndpointSliceAdd(slice(n, []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"}))
+	}
+	other := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	other.Name = "other"
+	tr.OnServiceAdd(other)
+
+	s, absent := types.NamespacedName{Namespace: "ns", Name: "s"}, types.NamespacedName{Namespace: "ns", Name: "absent"}
+	peeked := tr.peek([]types.NamespacedName{s, absent})
+	if len(peeked) != 1 || peeked[0].name != s {
+		t.Fatalf("peek = %+v; want s alone", peeked)
+	}
+	var names []string
+	for _, sl := range peeked[0].slices {
+		names = append(names, sl.Name)
+	}
+	if !slices.Equal(names, []string{"s-a", "s-b", "s-c"}) {
+		t.Errorf("slices in order %v; want by name", names)
+	}
+	if ins := tr.take(false); len(ins) != 2 || ins[0].change == nil || ins[1].change == nil {
+		t.Fatalf("after a peek, take = %+v; want both Services with their changes", ins)
 	}
 }
