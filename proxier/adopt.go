@@ -56,22 +56,8 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 		}
 	}
 
-	for a := range v.addr {
-		pause()
-		adoptMember(a, v.addr, r.haveAddr, r.dirtyAddr, w.addr)
-	}
-	for a := range r.haveAddr {
-		pause()
-		adoptMember(a, v.addr, r.haveAddr, r.dirtyAddr, w.addr)
-	}
-	for e := range v.entry {
-		pause()
-		adoptMember(e, v.entry, r.haveEntry, r.dirtyEntry, w.entry)
-	}
-	for e := range r.haveEntry {
-		pause()
-		adoptMember(e, v.entry, r.haveEntry, r.dirtyEntry, w.entry)
-	}
+	adoptMembers(v.addr, r.haveAddr, r.dirtyAddr, w.addr, pause)
+	adoptMembers(v.entry, r.haveEntry, r.dirtyEntry, w.entry, pause)
 
 	for k := range r.draining {
 		if _, ok := r.haveVS[k]; !ok {
@@ -134,19 +120,29 @@ func (r *reconciler) ours(k ipvs.Key) bool {
 	return wanted
 }
 
-// adoptMember gives the belief a read's answer for one address or ipset
-// entry, unless it was written since the read began, marking it dirty if
-// they differed.
-func adoptMember[K comparable](k K, read, belief, dirty, written map[K]bool) {
-	if written[k] || read[k] == belief[k] {
-		return
+// adoptMembers gives the belief about a set (addresses, ipset entries) a
+// read's answer for each member either holds, except members written since
+// the read began, marking dirty those where the two differed.
+func adoptMembers[K comparable](read, belief, dirty, written map[K]bool, pause func()) {
+	adopt := func(k K) {
+		if written[k] || read[k] == belief[k] {
+			return
+		}
+		if read[k] {
+			belief[k] = true
+		} else {
+			delete(belief, k)
+		}
+		dirty[k] = true
 	}
-	if read[k] {
-		belief[k] = true
-	} else {
-		delete(belief, k)
+	for k := range read {
+		pause()
+		adopt(k)
 	}
-	dirty[k] = true
+	for k := range belief {
+		pause()
+		adopt(k)
+	}
 }
 
 // reading is one virtual server as reread found it.
