@@ -254,6 +254,9 @@ func (s *session) oneChange() ([]record, error) {
 	var all []time.Duration
 	var kinds []string
 	note := ""
+	stopProfiles := make(chan struct{})
+	profiles := s.cpuProfiles("one", stopProfiles)
+	defer func() { close(stopProfiles); profiles.Wait() }()
 	start := time.Now()
 	for i := 0; i < s.o.changes && time.Since(start) < s.cap; i++ {
 		c := s.changeFor(i)
