@@ -98,10 +98,11 @@ func (r *reconciler) differs(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, pre
 // take gives the belief a read of virtual server k, marking k dirty if they
 // differed.
 func (r *reconciler) take(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, present bool) {
+	present = present && r.ours(k)
 	if !r.differs(k, vs, rs, present) {
 		return
 	}
-	if present && r.ours(k) {
+	if present {
 		r.haveVS[k], r.haveRS[k] = vs, rs
 	} else {
 		delete(r.haveVS, k)
@@ -165,23 +166,27 @@ func (r *reconciler) reread(keys []ipvs.Key) ([]reading, error) {
 	var out []reading
 	var errs []error
 	for _, k := range keys {
-		vs, ok, err := r.ipvs.GetVirtualServer(k)
+		rd, err := r.readOne(k)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("confirm %v: %w", k, err))
 			continue
 		}
-		if !ok {
-			out = append(out, reading{key: k})
-			continue
-		}
-		reals, err := r.ipvs.RealServers(k)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("confirm %v: %w", k, err))
-			continue
-		}
-		out = append(out, reading{key: k, vs: vs, rs: newRealSet(reals), present: true})
+		out = append(out, rd)
 	}
 	return out, errors.Join(errs...)
+}
+
+// readOne reads one virtual server with its real servers: two requests.
+func (r *reconciler) readOne(k ipvs.Key) (reading, error) {
+	vs, ok, err := r.ipvs.GetVirtualServer(k)
+	if err != nil || !ok {
+		return reading{key: k}, err
+	}
+	reals, err := r.ipvs.RealServers(k)
+	if err != nil {
+		return reading{}, err
+	}
+	return reading{key: k, vs: vs, rs: newRealSet(reals), present: true}, nil
 }
 
 // noLock is the sync.Locker of an adopt that nothing runs beside.

@@ -403,20 +403,16 @@ func (r *reconciler) readServices(names []types.NamespacedName) error {
 }
 
 func (r *reconciler) readVirtualServer(k ipvs.Key) error {
-	vs, ok, err := r.ipvs.GetVirtualServer(k)
+	rd, err := r.readOne(k)
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if !rd.present {
 		delete(r.haveVS, k)
 		delete(r.haveRS, k)
 		return nil
 	}
-	reals, err := r.ipvs.RealServers(k)
-	if err != nil {
-		return err
-	}
-	r.haveVS[k], r.haveRS[k] = vs, newRealSet(reals)
+	r.haveVS[k], r.haveRS[k] = rd.vs, rd.rs
 	return nil
 }
 
