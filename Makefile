@@ -67,6 +67,8 @@ BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy,fake
 BENCH_ARGS ?=
 # e.g. BENCH_SCENARIOS=cold-start,churn; kept out of BENCH_ARGS, which keys the seed.
 BENCH_SCENARIOS ?=
+# e.g. BENCH_OURS_FLAGS=--ipvs-sync-period=1h: extra flags for kube-ipvs-proxy.
+BENCH_OURS_FLAGS ?=
 # The VM's time limit: a 50k run takes ~40 min without KVM.
 BENCH_VM_TIMEOUT ?= $(if $(findstring 50000,$(BENCH_SCALES)),7200,4200)
 # The first scale's API objects are created once, from the host, and kept as
@@ -87,7 +89,7 @@ bench-quick bench: e2e-bins k8s-bins vm-kernel
 	@dir=bench/results/$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); mkdir -p $$dir; \
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench -etcd-seed $(BENCH_SEED) -- \
-	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$dir $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS))" \
+	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$dir $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_OURS_FLAGS),-ours-flags '$(BENCH_OURS_FLAGS)')" \
 	&& hack/bench-profiles.sh $$dir && ln -sfn $$(basename $$dir) bench/results/latest && echo "report: $$dir/report.md"
 
 clean:

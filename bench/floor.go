@@ -75,12 +75,12 @@ func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Durat
 // floorOneChange is the least work a proxier does for one endpoint change:
 // the API write, its watch event, and one netlink call. Samples alternate
 // between adding an endpoint and removing it again.
-func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) ([]time.Duration, error) {
+func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) (fromSent, fromWritten []time.Duration, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := env.Admin.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer w.Stop()
 	// The watch starts with the current state; later events are ours.
@@ -100,7 +100,6 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) ([
 			}
 		}
 	}
-	var out []time.Duration
 	for s := 0; s < samples; s++ {
 		i := (s / 2 * 7919) % n
 		key := ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}
@@ -114,10 +113,11 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) ([
 		cur, err := env.Admin.DiscoveryV1().EndpointSlices(namespace).Update(wctx, triggered(sl), metav1.UpdateOptions{})
 		wcancel()
 		if err != nil {
-			return out, err
+			return fromSent, fromWritten, err
 		}
+		written := time.Now()
 		if err := seen(cur.Name, cur.ResourceVersion); err != nil {
-			return out, err
+			return fromSent, fromWritten, err
 		}
 		op := ipvs.Op{Kind: ipvs.AddRS, VS: ipvs.VirtualServer{Key: key}, RS: added}
 		if s%2 == 1 {
@@ -125,12 +125,13 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) ([
 		}
 		err = k.ipvs.Write([]ipvs.Op{op})[0]
 		if err != nil {
-			return out, err
+			return fromSent, fromWritten, err
 		}
-		out = append(out, time.Since(start))
+		fromSent = append(fromSent, time.Since(start))
+		fromWritten = append(fromWritten, time.Since(written))
 		time.Sleep(200 * time.Millisecond) // no rate limit to wait out
 	}
-	return out, nil
+	return fromSent, fromWritten, nil
 }
 
 // extraBase is where the endpoints added by the one-change scenario live.

@@ -44,7 +44,14 @@ type record struct {
 	// the scenario (histogram buckets, interpolated).
 	MetricP50ms *float64 `json:"metric_p50_ms,omitempty"`
 	MetricP99ms *float64 `json:"metric_p99_ms,omitempty"`
-	Note        string   `json:"note,omitempty"`
+	// One change only: from the moment the API write returned (the object is
+	// stored) until the kernel showed it. p50_ms/p99_ms count from the moment
+	// the write was sent, so they include the apiserver's own time, which at
+	// 50k Services is O(cluster) for a Service create or delete (kube-apiserver
+	// 1.34 lists every IPAddress to update its allocator metrics).
+	AfterWriteP50ms *float64 `json:"after_write_p50_ms,omitempty"`
+	AfterWriteP99ms *float64 `json:"after_write_p99_ms,omitempty"`
+	Note            string   `json:"note,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -77,6 +84,9 @@ type options struct {
 	churnDuration   time.Duration
 	scenarios       map[string]bool
 	out             string
+	// oursFlags are extra command-line flags for kube-ipvs-proxy, e.g. to
+	// try a longer --ipvs-sync-period.
+	oursFlags []string
 }
 
 // wants says whether a scenario was asked for; the cold start always runs,
@@ -99,6 +109,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "results directory")
 	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,restart",
 		"scenarios to run (the cold start always runs: the others need its state)")
+	oursFlags := flag.String("ours-flags", "", "extra space-separated flags for kube-ipvs-proxy")
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
 	create := flag.Int("create", 0, "only create the API objects for this many Services, from the host (under testcluster, before the VM starts)")
 	child := flag.String("child", "", "internal: measure the one proxier at the one scale given and write its records to this file")
@@ -126,6 +137,7 @@ func main() {
 		o.scales = append(o.scales, n)
 	}
 	o.proxiers = strings.Split(*proxiers, ",")
+	o.oursFlags = strings.Fields(*oursFlags)
 	o.scenarios = map[string]bool{}
 	for _, sc := range strings.Split(*scenarios, ",") {
 		o.scenarios[strings.TrimSpace(sc)] = true
@@ -257,21 +269,21 @@ func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, err
 		return []record{cold}, nil
 	}
 	progress("[%d svc] floor: one change x%d", n, o.changes)
-	lat, err := floorOneChange(env, k, n, o.perService, o.changes)
+	fromSent, fromWritten, err := floorOneChange(env, k, n, o.perService, o.changes)
 	if err != nil {
 		return nil, err
 	}
-	p50, p99 := percentiles(lat)
 	one := record{Proxier: "floor", Scenario: "one-change", Change: "all", Services: n, EndpointsPerService: o.perService,
-		Samples: ptr(len(lat)), P50ms: ptr(p50), P99ms: ptr(p99), KernelObjectsOK: ptr(true),
+		Samples: ptr(len(fromSent)), KernelObjectsOK: ptr(true),
 		Note: "API write, watch event, one netlink call; endpoint add/remove"}
+	setLatencies(&one, fromSent, fromWritten)
 	return []record{cold, one}, nil
 }
 
-func startProxier(env *framework.Env, name string) (*framework.Process, error) {
+func startProxier(env *framework.Env, name string, o options) (*framework.Process, error) {
 	switch name {
 	case "kube-ipvs-proxy":
-		return framework.StartOurs(env, "bench-kube-ipvs-proxy", "--profiling")
+		return framework.StartOurs(env, "bench-kube-ipvs-proxy", append([]string{"--profiling"}, o.oursFlags...)...)
 	case "kube-proxy":
 		return framework.StartUpstream(env, "bench-kube-proxy")
 	}
@@ -368,7 +380,7 @@ func (s *session) coldStart() (record, error) {
 	}
 	s.logf("cold start")
 	start := time.Now()
-	p, err := startProxier(s.env, s.name)
+	p, err := startProxier(s.env, s.name, s.o)
 	if err != nil {
 		return record{}, err
 	}
