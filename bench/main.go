@@ -300,7 +300,13 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 	}
 	cold, err := s.coldStart()
 	if s.p != nil {
-		defer func() { _ = s.p.Stop() }()
+		defer func() {
+			_ = s.p.Stop()
+			// Its log, for the record: syncs and drift checks, timed.
+			if data, err := os.ReadFile(s.p.LogPath); err == nil {
+				s.keep(fmt.Sprintf("%s-%d.log", name, n), data)
+			}
+		}()
 	}
 	if err != nil || cold.KernelObjectsOK == nil || !*cold.KernelObjectsOK {
 		return []record{cold}, err

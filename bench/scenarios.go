@@ -64,6 +64,13 @@ func (s *session) profile(what, file string) {
 	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", s.name, s.n, file)), data, 0o644)
 }
 
+// keep writes a file for the record into the results directory.
+func (s *session) keep(name string, data []byte) {
+	if err := os.WriteFile(filepath.Join(s.o.out, name), data, 0o644); err != nil {
+		s.logf("keep %s: %v", name, err)
+	}
+}
+
 // cpuProfiles records back-to-back CPU profiles until stop is closed.
 func (s *session) cpuProfiles(file string, stop <-chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
@@ -252,6 +259,9 @@ func (s *session) oneChange() ([]record, error) {
 	metricsBefore, _ := scrape()
 	lat, afterWrite := map[string][]time.Duration{}, map[string][]time.Duration{}
 	var all, allAfterWrite []time.Duration
+	// Every sample, to line up with the proxier's log.
+	csv := strings.Builder{}
+	csv.WriteString("sent,change,ms,after_write_ms\n")
 	var kinds []string
 	note := ""
 	stopProfiles := make(chan struct{})
@@ -281,6 +291,7 @@ func (s *session) oneChange() ([]record, error) {
 		kernel := time.Since(written)
 		afterWrite[c.kind] = append(afterWrite[c.kind], kernel)
 		allAfterWrite = append(allAfterWrite, kernel)
+		fmt.Fprintf(&csv, "%s,%s,%.1f,%.1f\n", t0.UTC().Format(time.RFC3339Nano), c.kind, ms(d), ms(kernel))
 		if note != "" {
 			break
 		}
@@ -289,6 +300,7 @@ func (s *session) oneChange() ([]record, error) {
 		time.Sleep(changeSpacing)
 	}
 	cleanExtras(s.client)
+	s.keep(fmt.Sprintf("one-change-%s-%d.csv", s.name, s.n), []byte(csv.String()))
 	if len(all) < s.o.changes && note == "" {
 		note = fmt.Sprintf("capped at %s: %d of %d samples", s.cap, len(all), s.o.changes)
 	}
