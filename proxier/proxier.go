@@ -229,6 +229,11 @@ func (p *Proxier) syncOnce(inline bool) {
 		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed)}
 	if full {
 		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read), zap.Duration("adopt", read.adopt))
+		if read.view != nil {
+			t := read.view.took
+			fields = append(fields, zap.Duration("readVirtualServers", t.virtualServers), zap.Duration("readRealServers", t.realServers),
+				zap.Duration("readAddresses", t.addresses), zap.Duration("readSets", t.sets))
+		}
 	}
 	p.log.Debug("synced", fields...)
 }

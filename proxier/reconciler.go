@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -180,7 +181,12 @@ type kernelView struct {
 	rs    map[ipvs.Key]*realSet
 	addr  map[netip.Addr]bool
 	entry map[setEntry]bool
+	// took is how long each part of the read took, for logs: at scale the
+	// kernel's side of these dumps is most of a drift check.
+	took readTimes
 }
+
+type readTimes struct{ virtualServers, realServers, addresses, sets time.Duration }
 
 // writtenKeys are the keys the reconciler wrote while a kernelView was being
 // read: for them the view may be stale and the reconciler's belief is newer.
@@ -205,10 +211,13 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
 		addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{},
 	}
+	start := time.Now()
+	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
 	list, err := r.ipvs.VirtualServers()
 	if err != nil {
 		return nil, err
 	}
+	lap(&v.took.virtualServers)
 	for _, vs := range list {
 		if !vs.Address.Is4() {
 			continue
@@ -220,10 +229,12 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		}
 		v.vs[vs.Key], v.rs[vs.Key] = vs, newRealSet(reals)
 	}
+	lap(&v.took.realServers)
 	addrs, err := r.addrs.Addresses()
 	if err != nil {
 		return nil, err
 	}
+	lap(&v.took.addresses)
 	for _, a := range addrs {
 		if a.Is4() {
 			v.addr[a] = true
@@ -238,6 +249,7 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 			v.entry[setEntry{name, e}] = true
 		}
 	}
+	lap(&v.took.sets)
 	return v, nil
 }
 
