@@ -294,7 +294,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 		p.rec.beginRead()
 		p.reads = make(chan kernelRead, 1)
 		go func(done chan<- kernelRead) {
-			r := p.readKernelInBackground()
+			r := p.readKernel(false)
 			p.mu.Lock()
 			p.adopt(&r, &p.mu)
 			p.mu.Unlock()
