@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,11 +121,13 @@ func TestSessionAffinity(t *testing.T) {
 	}
 }
 
-// TestDriftRepair: a virtual server, a VIP and an ipset entry removed behind
-// the proxier's back are restored by the next periodic sync.
+// TestDriftRepair: a virtual server, a VIP, an ipset entry and an iptables
+// rule removed behind the proxier's back, and a rule added to one of its
+// chains, are put right by the next periodic sync; until then the drift
+// checks leave iptables alone.
 func TestDriftRepair(t *testing.T) {
 	t.Parallel()
-	ourProxier(t)
+	p := ourProxier(t)
 	const ns = "drift"
 	mustNamespace(t, ns)
 	a := mustPod(t, "drift-a", "10.244.22.1", true)
@@ -133,11 +137,29 @@ func TestDriftRepair(t *testing.T) {
 	vip := ap("10.96.22.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "drift-a", 2, 30*time.Second)
 
+	// After three drift checks (one every 5 s; the first writes the glue
+	// again to read it back), a proxier that misread its own iptables
+	// chains would have rewritten them.
+	const rewrote = "iptables chains changed outside the proxier; rewrote them"
+	eventually(t, "three drift checks", 20*time.Second, func() error {
+		if n := countLogLines(t, p, `"full": true`); n < 3 {
+			return fmt.Errorf("%d so far", n)
+		}
+		return nil
+	})
+	if n := countLogLines(t, p, rewrote); n != 0 {
+		t.Fatalf("%d drift checks rewrote iptables nobody had touched (see %s)", n, p.LogPath)
+	}
+	glueBefore := ourIPTables(t)
+
 	entry := ipset.Entry{IP: vip.Addr(), Protocol: "tcp", Port: 80}
 	for _, cmd := range [][]string{
 		{"ipvsadm", "-D", "-t", vip.String()},
 		{"ip", "addr", "del", vip.Addr().String() + "/32", "dev", "kube-ipvs0"},
 		{"ipset", "del", "KUBE-CLUSTER-IP", "10.96.22.10,tcp:80"},
+		// Changes no ClusterIP traffic depends on: parallel tests go on.
+		{"iptables", "-D", "KUBE-SOURCE-RANGES-FIREWALL", "-j", "DROP"},
+		{"iptables", "-t", "nat", "-A", "KUBE-NODE-PORT", "-j", "RETURN"},
 	} {
 		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v: %s", cmd, err, out)
@@ -153,7 +175,43 @@ func TestDriftRepair(t *testing.T) {
 			!hasEntry(t, "KUBE-CLUSTER-IP", entry) {
 			return fmt.Errorf("not restored yet")
 		}
+		if got := ourIPTables(t); got != glueBefore {
+			return fmt.Errorf("iptables chains not restored yet:\n%s\nwant\n%s", got, glueBefore)
+		}
 		return nil
 	})
+	if n := countLogLines(t, p, rewrote); n != 1 {
+		t.Errorf("%d iptables rewrites logged, want 1 (see %s)", n, p.LogPath)
+	}
 	waitAnswerSet(t, client.HTTP, vip, "drift-a", 2, 5*time.Second)
+}
+
+// ourIPTables is iptables-save's lines about our chains (KUBE-*), counters
+// left out.
+func ourIPTables(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("iptables-save").Output()
+	if err != nil {
+		t.Fatalf("iptables-save: %v", err)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "*") || strings.Contains(l, "KUBE-") && !strings.HasPrefix(l, "#") {
+			if strings.HasPrefix(l, ":") {
+				l, _, _ = strings.Cut(l, " ")
+			}
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// countLogLines counts the lines of a proxier's log that contain s.
+func countLogLines(t *testing.T, p *framework.Process, s string) int {
+	t.Helper()
+	log, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(log), s)
 }

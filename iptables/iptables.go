@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,57 +72,131 @@ func (e Exec) Save() ([]byte, error) {
 	return out, nil
 }
 
-// Fake records what would have been written. It models the built-in chains
-// only: rules a payload inserts with "-I CHAIN 1" show in Save, at the top.
+// Fake is an in-memory iptables for unit tests. It models what the proxier
+// relies on: iptables-restore --noflush (":CHAIN" creates a user chain or
+// flushes it, "-A", "-I CHAIN 1" and "-D" edit it) and iptables-save printing
+// every table it has seen, chain by chain.
 type Fake struct {
 	mu       sync.Mutex
 	Payloads []string
-	tables   []string            // in order of first use
-	saved    map[string][]string // per table
-	// FailRestore, when set, is returned by Restore (as a failing
-	// iptables-restore would).
-	FailRestore error
+	// Saves counts calls to Save.
+	Saves  int
+	tables []*fakeTable // in order of first use
+	// Canonical, when set, rewrites each rule as it is stored, the way
+	// iptables-save prints some rules differently from how they were
+	// written (e.g. "--or-mark 0x4000" as "--set-xmark 0x4000/0x4000").
+	Canonical func(rule string) string
+	// Fail, when set, is returned by Save and Restore, as by a failing
+	// iptables-save or iptables-restore.
+	Fail error
+}
+
+type fakeTable struct {
+	name   string
+	chains []string // in order of creation
+	rules  map[string][]string
 }
 
 var _ Interface = (*Fake)(nil)
 
-// Save prints the inserted rules as iptables-save would, table by table
-// (table markers omitted).
 func (f *Fake) Save() ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.Saves++
+	if f.Fail != nil {
+		return nil, f.Fail
+	}
 	var b strings.Builder
 	for _, t := range f.tables {
-		for _, r := range f.saved[t] {
-			b.WriteString(r + "\n")
+		fmt.Fprintf(&b, "*%s\n", t.name)
+		for _, c := range t.chains {
+			policy := "-"
+			if isBuiltin(c) {
+				policy = "ACCEPT"
+			}
+			fmt.Fprintf(&b, ":%s %s [0:0]\n", c, policy)
 		}
+		for _, c := range t.chains {
+			for _, r := range t.rules[c] {
+				fmt.Fprintf(&b, "-A %s %s\n", c, r)
+			}
+		}
+		b.WriteString("COMMIT\n")
 	}
 	return []byte(b.String()), nil
 }
 
+func isBuiltin(chain string) bool {
+	switch chain {
+	case "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING":
+		return true
+	}
+	return false
+}
+
+// Restore applies a payload; unlike iptables-restore it does not check it
+// and applies each line at once rather than on COMMIT.
 func (f *Fake) Restore(payload []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.FailRestore != nil {
-		return f.FailRestore
+	if f.Fail != nil {
+		return f.Fail
 	}
 	f.Payloads = append(f.Payloads, string(payload))
-	if f.saved == nil {
-		f.saved = map[string][]string{}
-	}
-	table := ""
+	var t *fakeTable
 	for _, l := range strings.Split(string(payload), "\n") {
-		if t, ok := strings.CutPrefix(l, "*"); ok {
-			table = t
-			if _, seen := f.saved[t]; !seen {
-				f.tables = append(f.tables, t)
-				f.saved[t] = nil
-			}
+		if name, ok := strings.CutPrefix(l, "*"); ok {
+			t = f.table(name)
+			continue
 		}
-		if rest, ok := strings.CutPrefix(l, "-I "); ok {
-			chain, spec, _ := strings.Cut(rest, " 1 ")
-			f.saved[table] = append([]string{"-A " + chain + " " + spec}, f.saved[table]...)
+		if t == nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(l, ":"):
+			chain, _, _ := strings.Cut(l[1:], " ")
+			t.ensure(chain)
+			if !isBuiltin(chain) {
+				t.rules[chain] = nil
+			}
+		case strings.HasPrefix(l, "-A "):
+			chain, spec, _ := strings.Cut(l[3:], " ")
+			t.ensure(chain)
+			t.rules[chain] = append(t.rules[chain], f.canonical(spec))
+		case strings.HasPrefix(l, "-I "):
+			chain, spec, _ := strings.Cut(l[3:], " 1 ")
+			t.ensure(chain)
+			t.rules[chain] = append([]string{f.canonical(spec)}, t.rules[chain]...)
+		case strings.HasPrefix(l, "-D "):
+			chain, spec, _ := strings.Cut(l[3:], " ")
+			if i := slices.Index(t.rules[chain], f.canonical(spec)); i >= 0 {
+				t.rules[chain] = slices.Delete(t.rules[chain], i, i+1)
+			}
 		}
 	}
 	return nil
+}
+
+func (f *Fake) canonical(rule string) string {
+	if f.Canonical == nil {
+		return rule
+	}
+	return f.Canonical(rule)
+}
+
+func (f *Fake) table(name string) *fakeTable {
+	for _, t := range f.tables {
+		if t.name == name {
+			return t
+		}
+	}
+	t := &fakeTable{name: name, rules: map[string][]string{}}
+	f.tables = append(f.tables, t)
+	return t
+}
+
+func (t *fakeTable) ensure(chain string) {
+	if !slices.Contains(t.chains, chain) {
+		t.chains = append(t.chains, chain)
+	}
 }

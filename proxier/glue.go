@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
@@ -106,14 +107,33 @@ func gluePayload(cfg *Config, missing []jumpRule) []byte {
 	return b.Bytes()
 }
 
-// writeGlue rewrites our chains and inserts any missing jump in one
-// iptables-restore, after one iptables-save to see which jumps exist: two
-// processes whatever is missing, which keeps start-up and the periodic drift
-// check cheap (each process costs ~0.15 s in the test VM).
-func writeGlue(ipt iptables.Interface, cfg *Config) error {
-	saved, err := ipt.Save()
+// glue keeps our chains and the jumps to them in place. It reads
+// iptables-save first and runs iptables-restore only when a jump is missing
+// or our chains differ from how iptables-save printed them after our last
+// write: each process costs ~0.15 s in the test VM, and a quiet drift check
+// then runs one instead of two.
+type glue struct {
+	ipt iptables.Interface
+	cfg *Config
+
+	mu sync.Mutex
+	// written is our chains as iptables-save printed them after our last
+	// restore, in the order it printed them; empty while unknown (before the
+	// first write, after a failed one, or when the write was not read back).
+	written string
+}
+
+// ensure rewrites our chains and inserts the missing jumps in one
+// iptables-restore, unless nothing differs. readBack reads our chains back
+// after a restore, one more process, so that the next call can skip its
+// restore; the first sync's critical path leaves that to the next call.
+// drifted reports a rewrite of chains that had been in place.
+func (g *glue) ensure(readBack bool) (drifted bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	saved, err := g.ipt.Save()
 	if err != nil {
-		return err
+		return false, err
 	}
 	present := map[string]bool{}
 	for _, l := range strings.Split(string(saved), "\n") {
@@ -125,5 +145,54 @@ func writeGlue(ipt iptables.Interface, cfg *Config) error {
 			missing = append(missing, j)
 		}
 	}
-	return ipt.Restore(gluePayload(cfg, missing))
+	payload := gluePayload(g.cfg, missing)
+	ours := ourChains(saved, payload)
+	if len(missing) == 0 && g.written != "" && ours == g.written {
+		return false, nil
+	}
+	drifted = g.written != ""
+	g.written = ""
+	if err := g.ipt.Restore(payload); err != nil {
+		return drifted, err
+	}
+	if readBack {
+		if saved, err := g.ipt.Save(); err == nil {
+			g.written = ourChains(saved, payload)
+		}
+	}
+	return drifted, nil
+}
+
+// ourChains picks out of iptables-save's output the chains a glue payload
+// declares, table by table: their declarations and their rules.
+func ourChains(saved, payload []byte) string {
+	ours := map[string]bool{} // "table chain"
+	table := ""
+	for _, l := range strings.Split(string(payload), "\n") {
+		if t, ok := strings.CutPrefix(l, "*"); ok {
+			table = t
+		} else if rest, ok := strings.CutPrefix(l, ":"); ok {
+			chain, _, _ := strings.Cut(rest, " ")
+			ours[table+" "+chain] = true
+		}
+	}
+	var b strings.Builder
+	table = ""
+	for _, l := range strings.Split(string(saved), "\n") {
+		chain := ""
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+			continue
+		case strings.HasPrefix(l, ":"):
+			chain, _, _ = strings.Cut(l[1:], " ")
+			l = ":" + chain // without policy and counters
+		case strings.HasPrefix(l, "-A "):
+			chain, _, _ = strings.Cut(l[3:], " ")
+		}
+		if chain != "" && ours[table+" "+chain] {
+			b.WriteString(table + " " + l + "\n")
+		}
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,23 +36,97 @@ func TestGlueMasqueradeRules(t *testing.T) {
 
 func TestGlueJumpsAreInsertedInUpstreamOrder(t *testing.T) {
 	ipt := &iptables.Fake{}
-	if err := writeGlue(ipt, &Config{MasqueradeBit: 14}); err != nil {
+	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
+	if _, err := g.ensure(true); err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, j := range jumpRules() {
-		want = append(want, "-A "+j.chain+" "+iptables.RuleSpec(j.rule))
-	}
-	// Across tables the fake keeps one list; within each chain the order
-	// is what matters, and the whole list follows jumpRules.
+	// Within each built-in chain the jumps are in jumpRules' order.
 	saved, _ := ipt.Save()
-	if got := strings.Split(strings.TrimSpace(string(saved)), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+	var got, want []string
+	for _, l := range strings.Split(string(saved), "\n") {
+		if chain, _, _ := strings.Cut(strings.TrimPrefix(l, "-A "), " "); strings.HasPrefix(l, "-A ") && !strings.HasPrefix(chain, "KUBE-") {
+			got = append(got, l)
+		}
+	}
+	for _, table := range []string{"nat", "filter"} {
+		for _, j := range jumpRules() {
+			if j.table == table {
+				want = append(want, "-A "+j.chain+" "+iptables.RuleSpec(j.rule))
+			}
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("jumps after the first write:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if err := writeGlue(ipt, &Config{MasqueradeBit: 14}); err != nil {
-		t.Fatal(err)
+	// Each jump goes to the top of its chain: INPUT, the chain with three,
+	// shows they were inserted in reverse.
+	var input, wantInput []string
+	for _, l := range strings.Split(string(saved), "\n") {
+		if strings.HasPrefix(l, "-A INPUT ") {
+			input = append(input, l)
+		}
 	}
-	if n := strings.Count(ipt.Payloads[1], "\n-I "); n != 0 {
-		t.Errorf("second write inserted %d jumps again:\n%s", n, ipt.Payloads[1])
+	for _, j := range jumpRules() {
+		if j.chain == "INPUT" {
+			wantInput = append(wantInput, "-A INPUT "+iptables.RuleSpec(j.rule))
+		}
+	}
+	if !slices.Equal(input, wantInput) {
+		t.Errorf("INPUT holds %q, want %q", input, wantInput)
+	}
+}
+
+func TestGlueRestoresOnlyWhatDiffers(t *testing.T) {
+	// iptables-save prints some rules otherwise than they were written;
+	// the glue must not take that for drift.
+	ipt := &iptables.Fake{Canonical: func(r string) string {
+		mark, ok := strings.CutPrefix(r, "-j MARK --or-mark ")
+		if !ok {
+			return r
+		}
+		return "-j MARK --set-xmark " + mark + "/" + mark
+	}}
+	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
+	ensure := func(readBack bool, wantRestores int, wantDrifted bool) {
+		t.Helper()
+		drifted, err := g.ensure(readBack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ipt.Payloads) != wantRestores || drifted != wantDrifted {
+			t.Fatalf("%d restores (drifted %v), want %d (%v)", len(ipt.Payloads), drifted, wantRestores, wantDrifted)
+		}
+	}
+	ensure(false, 1, false) // the first write, not read back
+	ensure(true, 2, false)  // so the next writes again, and reads it back
+	saves := ipt.Saves
+	ensure(true, 2, false) // nothing differs: one iptables-save, no restore
+	if ipt.Saves != saves+1 {
+		t.Fatalf("%d saves for a quiet check, want 1", ipt.Saves-saves)
+	}
+
+	// A rule removed from one of our chains, a rule added to another, and
+	// a jump removed are each put right.
+	for _, edit := range []string{
+		"*nat\n-D KUBE-SERVICES -s 127.0.0.0/8 -j RETURN\nCOMMIT\n",
+		"*filter\n-A KUBE-FORWARD -j DROP\nCOMMIT\n",
+		"*filter\n-D INPUT " + iptables.RuleSpec(jumpRules()[3].rule) + "\nCOMMIT\n",
+	} {
+		before, _ := ipt.Save()
+		if err := ipt.Restore([]byte(edit)); err != nil {
+			t.Fatal(err)
+		}
+		edited, _ := ipt.Save()
+		if string(edited) == string(before) {
+			t.Fatalf("the edit %q changed nothing", edit)
+		}
+		restores := len(ipt.Payloads)
+		ensure(true, restores+1, true)
+		if after, _ := ipt.Save(); string(after) != string(before) {
+			t.Fatalf("after %q the glue left\n%s\nwant\n%s", edit, after, before)
+		}
+		ensure(true, restores+1, false)
 	}
 }

@@ -64,6 +64,7 @@ type Proxier struct {
 	events  EventRecorder
 	rec     *reconciler
 	runner  *runner
+	glue    *glue
 
 	// mu guards rec: a sync holds it throughout, a drift check's adopt in
 	// the background a slice of its comparison at a time.
@@ -95,6 +96,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	for i, s := range ipv4Sets {
 		names[i] = s.Name
 	}
+	p.glue = &glue{ipt: k.IPTables, cfg: &p.cfg}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded)
 	p.runner = newRunner(func() { p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
@@ -120,8 +122,9 @@ func (p *Proxier) Run(ctx context.Context) {
 }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
-// and the iptables glue. All of it is idempotent and keeps existing state.
-func (p *Proxier) setupKernel() error {
+// and the iptables glue. All of it is idempotent and keeps existing state;
+// readBack is glue.ensure's.
+func (p *Proxier) setupKernel(readBack bool) error {
 	if err := p.kernel.Links.EnsureLink(); err != nil {
 		return err
 	}
@@ -134,9 +137,13 @@ func (p *Proxier) setupKernel() error {
 			return err
 		}
 	}
-	if err := writeGlue(p.kernel.IPTables, &p.cfg); err != nil {
+	drifted, err := p.glue.ensure(readBack)
+	if err != nil {
 		p.metrics.IPTablesRestoreFailures.Inc()
 		return err
+	}
+	if drifted {
+		p.log.Info("iptables chains changed outside the proxier; rewrote them")
 	}
 	return nil
 }
@@ -244,7 +251,7 @@ func (p *Proxier) syncOnce(inline bool) {
 func (p *Proxier) readKernel(setUp bool) kernelRead {
 	r := kernelRead{started: time.Now()}
 	if !setUp {
-		r.err = p.setupKernel()
+		r.err = p.setupKernel(true)
 	}
 	if r.err == nil {
 		r.setup = time.Since(r.started)
@@ -369,7 +376,8 @@ func (p *Proxier) programCritical(inputs []serviceInput) (setUp bool, err error)
 	if len(names) == 0 {
 		return false, nil
 	}
-	if err := p.setupKernel(); err != nil {
+	// The glue is not read back here: that can wait for the first drift check.
+	if err := p.setupKernel(false); err != nil {
 		return false, err
 	}
 	if err := p.rec.readServices(names); err != nil {

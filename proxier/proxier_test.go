@@ -116,7 +116,7 @@ func TestProxierKeepsDeletionsAcrossAFailedDriftCheck(t *testing.T) {
 	// check is retried.
 	p.OnServiceDelete(web)
 	p.needFull = true
-	ipt.FailRestore = fmt.Errorf("iptables-restore: injected failure")
+	ipt.Fail = fmt.Errorf("iptables: injected failure")
 	p.SyncNow()
 	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
 		t.Fatalf("deletion held back by a failing drift check:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
@@ -125,7 +125,7 @@ func TestProxierKeepsDeletionsAcrossAFailedDriftCheck(t *testing.T) {
 		t.Fatal("the failed drift check must be retried")
 	}
 
-	ipt.FailRestore = nil
+	ipt.Fail = nil
 	p.fullAt = time.Now()
 	p.SyncNow()
 	if !p.fullAt.IsZero() || p.failures != 0 || len(ipt.Payloads) == 0 {
