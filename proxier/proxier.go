@@ -165,6 +165,7 @@ type kernelRead struct {
 func (p *Proxier) SyncNow() { p.syncOnce(true) }
 
 func (p *Proxier) syncOnce(inline bool) {
+	called := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.changeTracker.synced() {
@@ -192,6 +193,7 @@ func (p *Proxier) syncOnce(inline bool) {
 	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 
 	opsBefore := p.rec.ops
+	p.rec.applied = applyTimes{}
 	read, err := p.sync(inputs, first, setUp, due, inline)
 	err = errors.Join(critErr, err)
 	full := read != nil
@@ -233,7 +235,11 @@ func (p *Proxier) syncOnce(inline bool) {
 	p.health.Updated()
 	p.metrics.LastSyncTimestamp.SetToCurrentTime()
 	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
-		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed)}
+		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed),
+		// Where a slow change went: waiting for a drift check's adopt, and
+		// the kernel writes by kind.
+		zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", p.rec.applied.addresses),
+		zap.Duration("writeEntries", p.rec.applied.entries), zap.Duration("writeVirtualServers", p.rec.applied.virtualServers)}
 	if full {
 		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read), zap.Duration("adopt", read.adopt))
 		if read.view != nil {

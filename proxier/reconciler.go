@@ -120,7 +120,13 @@ type reconciler struct {
 
 	// ops counts kernel writes, for logs and tests.
 	ops int
+	// applied adds up how long applies spent on each kind, for logs; the
+	// proxier resets it for every sync.
+	applied applyTimes
 }
+
+// applyTimes splits an apply's time by the kind of kernel object written.
+type applyTimes struct{ addresses, entries, virtualServers time.Duration }
 
 func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, setNames []string, excluded func(netip.Addr) bool) *reconciler {
 	return &reconciler{
@@ -294,13 +300,20 @@ func (r *reconciler) apply() []error {
 	retryAddr := map[netip.Addr]bool{}
 	retryEntry := map[setEntry]bool{}
 
+	start := time.Now()
+	lap := func(d *time.Duration) { now := time.Now(); *d, start = *d+now.Sub(start), now }
 	errs = append(errs, r.writeAddresses(true, retryAddr)...)
+	lap(&r.applied.addresses)
 	errs = append(errs, r.writeEntries(true, retryEntry)...)
+	lap(&r.applied.entries)
 
 	errs = append(errs, r.syncVirtualServers()...)
+	lap(&r.applied.virtualServers)
 
 	errs = append(errs, r.writeAddresses(false, retryAddr)...)
+	lap(&r.applied.addresses)
 	errs = append(errs, r.writeEntries(false, retryEntry)...)
+	lap(&r.applied.entries)
 	// What failed stays dirty. New maps rather than deletes: a map keeps
 	// the size it once had, and a cold start's dirty sets are the cluster.
 	r.dirtyAddr, r.dirtyEntry = retryAddr, retryEntry
