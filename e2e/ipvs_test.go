@@ -88,6 +88,13 @@ func TestIPVSReadsWhatItWrites(t *testing.T) {
 	if got, err := h.RealServers(missing); err != nil || len(got) != 0 {
 		t.Fatalf("RealServers(missing) = %+v, %v; want none, no error", got, err)
 	}
+	// The one-read table is the namespace's too, not the process's, whose
+	// table the shared proxier fills.
+	table, err := h.AllRealServers()
+	if err != nil || len(table) != 2 || len(table[dns.Key]) != 0 || len(table[web.Key]) != 2 ||
+		!slices.Contains(table[web.Key], reals[0]) || !slices.Contains(table[web.Key], reals[1]) {
+		t.Fatalf("AllRealServers = %+v, %v; want %+v for %s and none for %s", table, err, reals, web.Key, dns.Key)
+	}
 
 	// ipvsadm, an independent reader, sees the same table.
 	saved, err := framework.Output("ip", "netns", "exec", "kip-ipvs-roundtrip", "ipvsadm", "-Sn")

@@ -26,6 +26,11 @@ type Fake struct {
 	// FailNext, when set, makes the next mutating call whose op string
 	// starts with it fail once.
 	FailNext string
+	// TableMisses are left out of AllRealServers, as /proc/net/ip_vs may
+	// skip a virtual server when the table changes between its pages.
+	TableMisses map[Key]bool
+	// TableReads counts calls to AllRealServers.
+	TableReads int
 }
 
 type fakeServer struct {
@@ -121,6 +126,25 @@ func (f *Fake) RealServers(k Key) ([]RealServer, error) {
 	out := make([]RealServer, 0, len(s.real))
 	for _, r := range s.real {
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+var _ TableReader = (*Fake)(nil)
+
+func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
+	f.mu.Lock()
+	f.TableReads++
+	var keys []Key
+	for k := range f.servers {
+		if !f.TableMisses[k] && k.Address.Is4() {
+			keys = append(keys, k)
+		}
+	}
+	f.mu.Unlock()
+	out := map[Key][]RealServer{}
+	for _, k := range keys {
+		out[k], _ = f.RealServers(k)
 	}
 	return out, nil
 }

@@ -3,7 +3,10 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"os"
+	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -18,6 +21,12 @@ import (
 type Netlink struct {
 	family uint16 // the IPVS generic netlink family's id
 	w, r   *nlbatch.Conn
+
+	tableMu sync.Mutex
+	// table is /proc/net/ip_vs of the namespace the sockets are in, kept
+	// open so that later reads see that namespace whatever thread reads;
+	// nil if it could not be opened.
+	table *os.File
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -38,12 +47,33 @@ func NewNetlink() (*Netlink, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("open IPVS netlink: %w", err)
 	}
-	return &Netlink{family: fam.ID, w: w, r: r}, nil
+	n := &Netlink{family: fam.ID, w: w, r: r}
+	// thread-self: the namespace of this thread, where the sockets were
+	// just made, rather than of the process's first thread.
+	n.table, _ = os.Open("/proc/thread-self/net/ip_vs")
+	return n, nil
 }
 
 func (n *Netlink) Close() {
 	_ = n.w.Close()
 	_ = n.r.Close()
+	if n.table != nil {
+		_ = n.table.Close()
+	}
+}
+
+// AllRealServers reads every IPv4 virtual server's real servers from
+// /proc/net/ip_vs in one pass (see TableReader).
+func (n *Netlink) AllRealServers() (map[Key][]RealServer, error) {
+	if n.table == nil {
+		return nil, fmt.Errorf("%s could not be opened", procTablePath)
+	}
+	n.tableMu.Lock()
+	defer n.tableMu.Unlock()
+	if _, err := n.table.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%s: %w", procTablePath, err)
+	}
+	return ParseProcTable(n.table)
 }
 
 func family(a netip.Addr) uint16 {

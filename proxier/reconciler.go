@@ -212,6 +212,11 @@ func (r *reconciler) beginRead() {
 // dummy link's addresses and our ipsets' entries. It only reads kernel
 // handles and immutable fields, so it may run on another goroutine while
 // apply writes.
+// tableReadMax is the most virtual servers whose real servers a drift check
+// reads from /proc/net/ip_vs rather than a dump each: measured in the test VM,
+// the table read costs as much as the dumps at ~20k and is 4x cheaper at 5k.
+const tableReadMax = 5000
+
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
@@ -224,14 +229,23 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		return nil, err
 	}
 	lap(&v.took.virtualServers)
+	// A small table's real servers in one read; what it misses, and a large
+	// table's, a dump per virtual server (see ipvs.TableReader). A failed
+	// table read costs time, not correctness.
+	var table map[ipvs.Key][]ipvs.RealServer
+	if t, ok := r.ipvs.(ipvs.TableReader); ok && len(list) <= tableReadMax {
+		table, _ = t.AllRealServers()
+	}
 	for _, vs := range list {
 		if !vs.Address.Is4() {
 			continue
 		}
-		// None if deleted since the list was read; the next check sees it gone.
-		reals, err := r.ipvs.RealServers(vs.Key)
-		if err != nil {
-			return nil, err
+		reals, ok := table[vs.Key]
+		if !ok {
+			// None if deleted since the list was read; the next check sees it gone.
+			if reals, err = r.ipvs.RealServers(vs.Key); err != nil {
+				return nil, err
+			}
 		}
 		v.vs[vs.Key], v.rs[vs.Key] = vs, newRealSet(reals)
 	}

@@ -583,3 +583,42 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustApply(t, r)
+	k.ops()
+
+	// a's real server goes behind the proxier's back; the table read
+	// misses b's virtual server, whose real server is in place.
+	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
+	_ = k.ipvs.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.1:8080"))
+	k.ipvs.TableMisses = map[ipvs.Key]bool{b: true}
+	k.ops()
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	if k.ipvs.TableReads != 1 {
+		t.Fatalf("%d table reads, want 1", k.ipvs.TableReads)
+	}
+
+	// A large table is dumped per virtual server: its read is quadratic.
+	for i := range tableReadMax {
+		vs := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.AddrFrom4([4]byte{10, 97, byte(i >> 8), byte(i)}), Protocol: ipvs.TCP, Port: 80}, Scheduler: "rr"}
+		if err := k.ipvs.AddVirtualServer(vs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if k.ipvs.TableReads != 1 {
+		t.Fatalf("%d table reads of %d virtual servers, want none", k.ipvs.TableReads-1, tableReadMax+2)
+	}
+}
