@@ -208,15 +208,15 @@ func (r *reconciler) beginRead() {
 	r.written = &writtenKeys{vs: map[ipvs.Key]bool{}, addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{}}
 }
 
-// readKernel reads the IPv4 virtual servers with their real servers, the
-// dummy link's addresses and our ipsets' entries. It only reads kernel
-// handles and immutable fields, so it may run on another goroutine while
-// apply writes.
 // tableReadMax is the most virtual servers whose real servers a drift check
 // reads from /proc/net/ip_vs rather than a dump each: measured in the test VM,
 // the table read costs as much as the dumps at ~20k and is 4x cheaper at 5k.
 const tableReadMax = 5000
 
+// readKernel reads the IPv4 virtual servers with their real servers, the
+// dummy link's addresses and our ipsets' entries. It only reads kernel
+// handles and immutable fields, so it may run on another goroutine while
+// apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
