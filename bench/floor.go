@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
-
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -18,12 +22,13 @@ import (
 // floorColdStart writes the same kernel state the proxiers program for n
 // Services (VIPs, ipset entries, virtual and real servers, default/kubernetes
 // first) with one plain netlink call per object and no diffing: the least work
-// any proxier must do, one netlink message per system call. It returns when default/kubernetes was done and when
-// everything was.
-func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Duration, err error) {
+// any proxier must do, one netlink message per system call. It returns when
+// default/kubernetes was done and when everything was, and how much of it the
+// VIP addresses took.
+func floorColdStart(k kernel, n, perService int) (kubeReady, complete, addresses time.Duration, err error) {
 	start := time.Now()
 	if err := k.links.EnsureLink(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, s := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-IPS"} {
 		t := ipset.HashIPPort
@@ -31,13 +36,15 @@ func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Durat
 			t = ipset.HashIP
 		}
 		if err := k.sets.EnsureSet(ipset.Set{Name: s, Type: t, Family: "inet", MaxElem: ipset.DefaultMaxElem}); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
 	write := func(vip netip.Addr, port uint16, reals []netip.AddrPort) error {
+		t := time.Now()
 		if err := k.links.AddAddresses([]netip.Addr{vip})[0]; err != nil {
 			return err
 		}
+		addresses += time.Since(t)
 		if err := k.sets.AddEntries("KUBE-CLUSTER-IP", []ipset.Entry{{IP: vip, Protocol: "tcp", Port: port}})[0]; err != nil {
 			return err
 		}
@@ -57,7 +64,7 @@ func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Durat
 		return nil
 	}
 	if err := write(kubeVIP, 443, []netip.AddrPort{kubeReal}); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	kubeReady = time.Since(start)
 	reals := make([]netip.AddrPort, perService)
@@ -66,10 +73,37 @@ func floorColdStart(k kernel, n, perService int) (kubeReady, complete time.Durat
 			reals[j] = netip.AddrPortFrom(endpointIP(i, j, perService), 8080)
 		}
 		if err := write(serviceIP(i), 80, reals); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
-	return kubeReady, time.Since(start), nil
+	return kubeReady, time.Since(start), addresses, nil
+}
+
+// serviceRange holds every ClusterIP the bench allocates.
+var serviceRange = netip.MustParsePrefix("10.96.0.0/12")
+
+// floorLocalRoute times the alternative to one address per VIP: a single
+// local route for the whole Service range on kube-ipvs0, which also makes
+// every VIP local to the node. The route is removed again; the proxiers keep
+// upstream's addresses (see docs/performance.md).
+func floorLocalRoute(k kernel) (time.Duration, error) {
+	link, err := netlink.LinkByName(dummyiface.DefaultLinkName)
+	if err != nil {
+		return 0, err
+	}
+	route := &netlink.Route{
+		LinkIndex: link.Attrs().Index,
+		Dst:       &net.IPNet{IP: serviceRange.Addr().AsSlice(), Mask: net.CIDRMask(serviceRange.Bits(), 32)},
+		Type:      unix.RTN_LOCAL,
+		Table:     unix.RT_TABLE_LOCAL,
+		Scope:     netlink.SCOPE_HOST,
+	}
+	start := time.Now()
+	if err := netlink.RouteAdd(route); err != nil {
+		return 0, fmt.Errorf("add local route %s: %w", serviceRange, err)
+	}
+	took := time.Since(start)
+	return took, netlink.RouteDel(route)
 }
 
 // floorOneChange is the least work a proxier does for one endpoint change:

@@ -256,14 +256,23 @@ func runChild(o options, path string) error {
 
 func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, error) {
 	progress("[%d svc] floor: cold start", n)
-	kube, all, err := floorColdStart(k, n, o.perService)
+	kube, all, addresses, err := floorColdStart(k, n, o.perService)
 	if err != nil {
 		return nil, err
 	}
 	ok, missing := k.complete(n, o.perService)
+	note := fmt.Sprintf("%d VIP addresses on kube-ipvs0: %s of it", n+1, addresses.Round(time.Millisecond))
+	if route, err := floorLocalRoute(k); err != nil {
+		note += "; " + err.Error()
+	} else {
+		note += fmt.Sprintf("; one local route for %s instead: %s", serviceRange, route.Round(time.Microsecond))
+	}
+	if missing != "" {
+		note = missing + "; " + note
+	}
 	cold := record{Proxier: "floor", Scenario: "cold-start", Services: n, EndpointsPerService: o.perService,
 		Samples: ptr(1), P50ms: ptr(ms(all)), P99ms: ptr(ms(all)), CompleteAfterSyncMs: ptr(ms(all)), KernelObjectsOK: ptr(ok),
-		KubernetesReadyMs: ptr(ms(kube)), Note: missing}
+		KubernetesReadyMs: ptr(ms(kube)), Note: note}
 	progress("[%d svc] floor: complete in %s", n, all.Round(time.Millisecond))
 	if !o.wants("one-change") {
 		return []record{cold}, nil
