@@ -142,6 +142,7 @@ func report(records []record, plots []string) string {
 			fmt.Fprintf(&b, "\n**%s at %d Services failed:** %s\n", r.Proxier, r.Services, r.Note)
 		}
 	}
+	b.WriteString(targetsSection(records))
 	for _, scenario := range scenarioOrder {
 		byScale := map[int][]record{}
 		var scales []int

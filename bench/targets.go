@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// minSyncPeriod is kube-proxy's default --ipvs-min-sync-period, which issue
+// #5 allows a one change on top of the floor.
+const minSyncPeriodMs = 1000
+
+// target is one line of issue #5's targets, judged from a run's records.
+type target struct {
+	name, scale, figure, verdict string
+}
+
+// find returns the record of one proxier, scenario and scale (for one
+// change, its "all" row), or nil.
+func find(records []record, proxier, scenario string, n int) *record {
+	for i := range records {
+		r := &records[i]
+		if r.Proxier == proxier && r.Scenario == scenario && r.Services == n && (r.Change == "" || r.Change == "all") {
+			return r
+		}
+	}
+	return nil
+}
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// times says how many times a is b, for a figure column.
+func times(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
+
+// targets judges kube-ipvs-proxy against issue #5's targets at every scale
+// the run has, so a report says by how much each is met or missed. A
+// target without the figures it needs (no upstream at that scale, a
+// scenario left out) is not listed.
+func targets(records []record) []target {
+	const ours = "kube-ipvs-proxy"
+	var scales []int
+	seen := map[int]bool{}
+	for _, r := range records {
+		if r.Proxier == ours && !seen[r.Services] {
+			seen[r.Services] = true
+			scales = append(scales, r.Services)
+		}
+	}
+	sort.Ints(scales)
+	var ts []target
+	for _, n := range scales {
+		scale := fmt.Sprintf("%dk", n/1000)
+		floor, upstream := find(records, "floor", "cold-start", n), find(records, "kube-proxy", "cold-start", n)
+		if r := find(records, ours, "cold-start", n); r != nil && r.P99ms != nil {
+			if floor != nil && floor.P99ms != nil {
+				t := target{name: "cold start ≤ 1.5× the floor", scale: scale,
+					figure: "from exec " + times(*r.P99ms, *floor.P99ms)}
+				met := *r.P99ms <= 1.5**floor.P99ms
+				if r.CompleteAfterSyncMs != nil {
+					own := *r.CompleteAfterSyncMs <= 1.5**floor.P99ms
+					t.figure += ", after the caches synced " + times(*r.CompleteAfterSyncMs, *floor.P99ms)
+					if own && !met {
+						t.verdict = "met for the proxier's own work; not from exec"
+					}
+					met = met && own
+				}
+				if t.verdict == "" {
+					t.verdict = verdict(met)
+				}
+				ts = append(ts, t)
+			}
+			if k := r.KubernetesReadyAfterSyncMs; k != nil {
+				ts = append(ts, target{"default/kubernetes < 1 s after the caches synced", scale, fmtMs(k), verdict(*k < 1000)})
+			}
+			if upstream != nil && upstream.RSSMB != nil && r.RSSMB != nil {
+				fig := fmt.Sprintf("%.0f vs %.0f MB after the cold start", *r.RSSMB, *upstream.RSSMB)
+				if upstream.KernelObjectsOK != nil && !*upstream.KernelObjectsOK {
+					fig += " (upstream's when stopped, incomplete)"
+				}
+				ts = append(ts, target{"RSS lower than upstream's", scale, fig, verdict(*r.RSSMB < *upstream.RSSMB)})
+			}
+		}
+		one, floorOne, upOne := find(records, ours, "one-change", n), find(records, "floor", "one-change", n), find(records, "kube-proxy", "one-change", n)
+		if one != nil && one.P99ms != nil {
+			if upOne != nil && upOne.P99ms != nil {
+				ts = append(ts, target{"one change p99 ≥ 100× lower than upstream's", scale,
+					fmt.Sprintf("%.0f× lower (%s vs %s)", *upOne.P99ms / *one.P99ms, fmtMs(one.P99ms), fmtMs(upOne.P99ms)),
+					verdict(*upOne.P99ms >= 100**one.P99ms)})
+			}
+			if floorOne != nil && floorOne.P99ms != nil {
+				limit := *floorOne.P99ms + 10 + minSyncPeriodMs
+				ts = append(ts, target{"one change p99 ≤ the floor's + 10 ms + min sync period (1 s)", scale,
+					fmt.Sprintf("%s vs %s", fmtMs(one.P99ms), fmtMs(&limit)), verdict(*one.P99ms <= limit)})
+			}
+		}
+		steady, upSteady := find(records, ours, "steady-sync", n), find(records, "kube-proxy", "steady-sync", n)
+		if steady != nil && upSteady != nil && steady.CPUs != nil && upSteady.CPUs != nil && *steady.CPUs > 0 {
+			ts = append(ts, target{"periodic full sync ≥ 10× less CPU than upstream's", scale,
+				fmt.Sprintf("%.1f× less (%.2f vs %.2f CPU s per period)", *upSteady.CPUs / *steady.CPUs, *steady.CPUs, *upSteady.CPUs),
+				verdict(*upSteady.CPUs >= 10**steady.CPUs)})
+		}
+	}
+	large, base := find(records, ours, "one-change", 50000), find(records, ours, "one-change", 10000)
+	if large != nil && base != nil && large.P99ms != nil && base.P99ms != nil {
+		t := target{name: "one change p99 at 50k within 2× of 10k", scale: "50k",
+			figure: "from the write sent " + times(*large.P99ms, *base.P99ms)}
+		met := *large.P99ms <= 2**base.P99ms
+		if large.AfterWriteP99ms != nil && base.AfterWriteP99ms != nil {
+			t.figure += ", after the API write " + times(*large.AfterWriteP99ms, *base.AfterWriteP99ms)
+			met = met && *large.AfterWriteP99ms <= 2**base.AfterWriteP99ms
+		}
+		t.verdict = verdict(met)
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// targetsSection renders targets as a Markdown table, or nothing.
+func targetsSection(records []record) string {
+	ts := targets(records)
+	if len(ts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Against the targets of issue #5\n\nJudged from this run alone; the reasons behind a miss are in docs/performance.md.\n\n" +
+		"| target | scale | figure | verdict |\n|---|---|---|---|\n")
+	for _, t := range ts {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.name, t.scale, t.figure, t.verdict)
+	}
+	return b.String()
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTargetsJudgeOursAgainstFloorAndUpstream(t *testing.T) {
+	const n = 10000
+	rec := func(proxier, scenario string, p99 float64) record {
+		return record{Proxier: proxier, Scenario: scenario, Services: n, P99ms: ptr(p99)}
+	}
+	floorCold := rec("floor", "cold-start", 10000)
+	oursCold := rec("kube-ipvs-proxy", "cold-start", 20000) // 2× from exec
+	oursCold.CompleteAfterSyncMs = ptr(9000.0)              // 0.9× after the caches synced
+	oursCold.KubernetesReadyAfterSyncMs = ptr(1200.0)       // too late
+	oursCold.RSSMB = ptr(150.0)
+	upCold := rec("kube-proxy", "cold-start", 480000)
+	upCold.RSSMB, upCold.KernelObjectsOK = ptr(250.0), ptr(false)
+	oursOne := rec("kube-ipvs-proxy", "one-change", 200)
+	oursOne.Change = "all"
+	upOne := rec("kube-proxy", "one-change", 15000) // only 75× ours
+	upOne.Change = "all"
+	floorOne := rec("floor", "one-change", 100)
+	floorOne.Change = "all"
+	oursSteady, upSteady := rec("kube-ipvs-proxy", "steady-sync", 0), rec("kube-proxy", "steady-sync", 0)
+	oursSteady.CPUs, upSteady.CPUs = ptr(0.5), ptr(8.0)
+	endpointAdd := rec("kube-ipvs-proxy", "one-change", 99999) // a kind's row, not "all"
+	endpointAdd.Change = "endpoint-add"
+
+	got := map[string]target{}
+	for _, tg := range targets([]record{floorCold, oursCold, upCold, endpointAdd, oursOne, upOne, floorOne, oursSteady, upSteady}) {
+		if tg.scale != "10k" {
+			t.Errorf("target %q at scale %q, want 10k", tg.name, tg.scale)
+		}
+		got[tg.name] = tg
+	}
+	want := map[string]string{
+		"cold start ≤ 1.5× the floor":                                  "met for the proxier's own work; not from exec",
+		"default/kubernetes < 1 s after the caches synced":             "**not met**",
+		"RSS lower than upstream's":                                    "met",
+		"one change p99 ≥ 100× lower than upstream's":                  "**not met**",
+		"one change p99 ≤ the floor's + 10 ms + min sync period (1 s)": "met",
+		"periodic full sync ≥ 10× less CPU than upstream's":            "met",
+	}
+	for name, v := range want {
+		if got[name].verdict != v {
+			t.Errorf("%s: verdict %q (figure %q), want %q", name, got[name].verdict, got[name].figure, v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d targets, want %d: %+v", len(got), len(want), got)
+	}
+	if f := got["cold start ≤ 1.5× the floor"].figure; f != "from exec 2.00×, after the caches synced 0.90×" {
+		t.Errorf("cold start figure %q", f)
+	}
+	if f := got["RSS lower than upstream's"].figure; !strings.Contains(f, "incomplete") {
+		t.Errorf("RSS figure %q does not say upstream was stopped incomplete", f)
+	}
+}
+
+func TestTargetsCompareFiftyWithTenThousand(t *testing.T) {
+	one := func(n int, p99, afterWrite float64) record {
+		return record{Proxier: "kube-ipvs-proxy", Scenario: "one-change", Change: "all", Services: n,
+			P99ms: ptr(p99), AfterWriteP99ms: ptr(afterWrite)}
+	}
+	for _, c := range []struct {
+		large, largeAfter float64
+		want              string
+	}{
+		{large: 400, largeAfter: 120, want: "met"},
+		{large: 400, largeAfter: 260, want: "**not met**"}, // 2.6× after the write
+		{large: 600, largeAfter: 100, want: "**not met**"}, // 2.4× from the write sent
+	} {
+		var found bool
+		for _, tg := range targets([]record{one(10000, 250, 100), one(50000, c.large, c.largeAfter)}) {
+			if tg.name == "one change p99 at 50k within 2× of 10k" {
+				found = true
+				if tg.verdict != c.want {
+					t.Errorf("50k p99 %v / %v ms: verdict %q (%s), want %q", c.large, c.largeAfter, tg.verdict, tg.figure, c.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no 50k target for %+v", c)
+		}
+	}
+	if s := targetsSection(nil); s != "" {
+		t.Errorf("targets section without records: %q", s)
+	}
+}
