@@ -92,12 +92,19 @@ func expectOps(t *testing.T, k fakeKernel, want ...string) {
 	}
 }
 
-func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
+// twoServices returns a reconciler that has programmed Services a
+// (10.96.0.1:80 → 10.244.0.1:8080) and b (10.96.0.2:80 → 10.244.0.2:8080).
+func twoServices(t *testing.T) (fakeKernel, *reconciler) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
+	return k, r
+}
+
+func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
+	k, r := twoServices(t)
 	if len(k.ops()) != 10 {
 		t.Fatal("expected two services' worth of writes")
 	}
@@ -585,11 +592,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 }
 
 func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
-	mustApply(t, r)
+	k, r := twoServices(t)
 	k.ops()
 
 	// a's real server goes behind the proxier's back; the table read
