@@ -27,14 +27,15 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 	pause := r.pacer(l)
 
 	// Virtual servers where the read and the belief disagree are read
-	// again, alone, before the belief takes them (see reread).
+	// again, alone, before the belief takes them (see reread); so are
+	// strays whose real servers the read left out.
 	var disagree []ipvs.Key
 	for k, vs := range v.vs {
 		pause()
 		if w.vs[k] || !r.differs(k, vs, v.rs[k], true) {
 			continue
 		}
-		if _, believed := r.haveVS[k]; believed {
+		if _, believed := r.haveVS[k]; believed || v.rs[k] == nil {
 			disagree = append(disagree, k)
 		} else {
 			r.take(k, vs, v.rs[k], true) // a stray, or new since the last read
@@ -65,6 +66,7 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 		}
 	}
 	r.written = nil
+	r.adopted = true
 	return w, err
 }
 
@@ -85,14 +87,15 @@ func (r *reconciler) pacer(l sync.Locker) func() {
 }
 
 // differs says whether the belief about virtual server k differs from a
-// read of it; present says whether the read found it.
+// read of it; present says whether the read found it, and rs is nil if the
+// read left its real servers out.
 func (r *reconciler) differs(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, present bool) bool {
 	present = present && r.ours(k)
 	believed, ok := r.haveVS[k]
 	if !ok || !present {
 		return ok != present
 	}
-	return vs != believed || !sameWeights(rs, r.haveRS[k])
+	return vs != believed || rs != nil && !sameWeights(rs, r.haveRS[k])
 }
 
 // take gives the belief a read of virtual server k, marking k dirty if they

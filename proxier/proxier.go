@@ -245,7 +245,8 @@ func (p *Proxier) syncOnce(inline bool) {
 		if read.view != nil {
 			t := read.view.took
 			fields = append(fields, zap.Duration("readVirtualServers", t.virtualServers), zap.Duration("readRealServers", t.realServers),
-				zap.Duration("readAddresses", t.addresses), zap.Duration("readSets", t.sets))
+				zap.Duration("readAddresses", t.addresses), zap.Duration("readSets", t.sets),
+				zap.Int("realServersOf", read.view.realServersOf))
 		}
 	}
 	p.log.Debug("synced", fields...)

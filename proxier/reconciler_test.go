@@ -625,3 +625,84 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 		t.Fatalf("%d table reads of %d virtual servers, want none", k.ipvs.TableReads-1, tableReadMax+2)
 	}
 }
+
+// dumpsOnly hides the fake's table read, as for a large table, and counts
+// the virtual servers whose real servers were dumped.
+type dumpsOnly struct {
+	ipvs.Interface
+	dumped map[ipvs.Key]int
+}
+
+func (d dumpsOnly) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
+	d.dumped[k]++
+	return d.Interface.RealServers(k)
+}
+
+func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
+	r.ipvs, r.dumpsMax = d, 2
+	var keys []ipvs.Key
+	for i := range 6 {
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1), fmt.Sprintf("10.244.1.%d:8080", i+1)))
+		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
+	}
+	mustApply(t, r)
+	refresh := func() {
+		t.Helper()
+		if err := r.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, r)
+	}
+	// Nothing is believed before the first read, so it dumps everything.
+	refresh()
+	if len(d.dumped) != len(keys) {
+		t.Fatalf("first read dumped %d of %d virtual servers", len(d.dumped), len(keys))
+	}
+	clear(d.dumped)
+	k.ops()
+
+	// With 6 virtual servers and 2 dumps per check, three checks dump each
+	// once (the drifted one again, to confirm) and repair the drift.
+	lost := netip.MustParseAddrPort("10.244.0.1:8080")
+	_ = k.ipvs.DeleteRealServer(keys[0], lost)
+	k.ops()
+	for range 3 {
+		refresh()
+	}
+	for i, key := range keys {
+		want := 1
+		if i == 0 {
+			want = 2
+		}
+		if d.dumped[key] != want {
+			t.Errorf("%v dumped %d times in three checks, want %d", key, d.dumped[key], want)
+		}
+	}
+	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+
+	// A draining real server's virtual server is dumped by every check,
+	// so it goes as soon as its connections end; a stray virtual server
+	// is confirmed with its real servers and deleted at the next check.
+	r.setService(name("10.96.0.2"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustApply(t, r)
+	expectOps(t, k, "update-rs 10.96.0.2:80/TCP 10.244.1.2:8080 weight=0")
+	k.ipvs.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 1, 0)
+	stray := ipvs.Key{Address: netip.MustParseAddr("10.96.0.99"), Protocol: ipvs.TCP, Port: 80}
+	_ = k.ipvs.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
+	_ = k.ipvs.AddRealServer(stray, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 80, Weight: 1})
+	k.ops()
+	clear(d.dumped)
+	refresh()
+	refresh()
+	if d.dumped[keys[1]] != 2 {
+		t.Errorf("draining virtual server dumped %d times in two checks, want 2", d.dumped[keys[1]])
+	}
+	expectOps(t, k, "delete-vs 10.96.0.99:80/TCP")
+	k.ipvs.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 0, 0)
+	refresh()
+	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.1.2:8080")
+}
