@@ -98,7 +98,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p.glue = &glue{ipt: k.IPTables, cfg: &p.cfg}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded)
-	p.runner = newRunner(func() { p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
+	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	return p
 }
@@ -164,13 +164,14 @@ type kernelRead struct {
 // inline rather than in the background; for tests and tools.
 func (p *Proxier) SyncNow() { p.syncOnce(true) }
 
-func (p *Proxier) syncOnce(inline bool) {
+// syncOnce reports whether it applied changes (see runner).
+func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	called := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.changeTracker.synced() {
 		p.log.Debug("skipping sync: informer caches not synced yet")
-		return
+		return false
 	}
 	start := time.Now()
 	// The first sync recomputes every Service and adopts the kernel before
@@ -187,6 +188,7 @@ func (p *Proxier) syncOnce(inline bool) {
 		setUp, critErr = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices))
 	}
 	inputs := p.changeTracker.take(first)
+	applied = first || len(inputs) > 0
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
 	p.metrics.EndpointChangesPending.Set(float64(e))
@@ -213,7 +215,7 @@ func (p *Proxier) syncOnce(inline bool) {
 		p.fullAt = time.Now().Add(backoff)
 		p.log.Error("sync failed; retrying", zap.Error(err), zap.Bool("full", full), zap.Duration("fullSyncIn", backoff))
 		p.runner.RetryAfter(backoff)
-		return
+		return applied
 	}
 	now := time.Now()
 	if first && p.cfg.AfterFirstSync != nil {
@@ -250,6 +252,7 @@ func (p *Proxier) syncOnce(inline bool) {
 		}
 	}
 	p.log.Debug("synced", fields...)
+	return applied
 }
 
 // readKernel sets up what every sync relies on, unless this sync already

@@ -12,8 +12,13 @@ const runBurst = 2
 // runner calls fn when triggered, at most runBurst times in a row and
 // otherwise once per minInterval, and at least once per maxInterval.
 // Triggers that arrive while fn runs or waits collapse into one run.
+//
+// fn reports whether it applied changes. A run that did not (one that only
+// starts or collects a drift check) gives its token back: the rate limit is
+// there to batch changes, and charging it for drift checks made a change
+// that followed one wait for the refill.
 type runner struct {
-	fn          func()
+	fn          func() (applied bool)
 	minInterval time.Duration
 	maxInterval time.Duration
 	trigger     chan struct{}
@@ -22,7 +27,7 @@ type runner struct {
 	last   time.Time
 }
 
-func newRunner(fn func(), minInterval, maxInterval time.Duration) *runner {
+func newRunner(fn func() bool, minInterval, maxInterval time.Duration) *runner {
 	return &runner{fn: fn, minInterval: minInterval, maxInterval: maxInterval,
 		trigger: make(chan struct{}, 1), tokens: runBurst}
 }
@@ -59,6 +64,13 @@ func (r *runner) wait(now time.Time) time.Duration {
 	return d
 }
 
+// refund returns the token the last run took.
+func (r *runner) refund() {
+	if r.minInterval > 0 {
+		r.tokens = min(runBurst, r.tokens+1)
+	}
+}
+
 // Loop runs until ctx is done.
 func (r *runner) Loop(ctx context.Context) {
 	timer := time.NewTimer(r.maxInterval)
@@ -77,7 +89,9 @@ func (r *runner) Loop(ctx context.Context) {
 			case <-time.After(d):
 			}
 		}
-		r.fn()
+		if !r.fn() {
+			r.refund()
+		}
 		if !timer.Stop() {
 			select {
 			case <-timer.C:

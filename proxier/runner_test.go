@@ -27,10 +27,11 @@ func TestRunnerCollapsesTriggersDuringARun(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	runs := 0
-	r := newRunner(func() {
+	r := newRunner(func() bool {
 		runs++
 		started <- struct{}{}
 		<-release
+		return true
 	}, 0, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -53,5 +54,35 @@ func TestRunnerCollapsesTriggersDuringARun(t *testing.T) {
 	}
 	if runs != 2 {
 		t.Fatalf("runs = %d, want 2", runs)
+	}
+}
+
+// Runs that apply no changes (a drift check's start or end) must not make
+// the next change wait for the rate limit.
+func TestRunnerRefundsRunsWithoutChanges(t *testing.T) {
+	ran := make(chan bool)
+	changes := []bool{false, false, false, true, true}
+	i := 0
+	r := newRunner(func() bool {
+		applied := changes[i]
+		i++
+		ran <- applied
+		return applied
+	}, time.Hour, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Loop(ctx); close(done) }()
+	for n := range changes {
+		r.Trigger()
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d waited for the rate limit after %d runs without changes", n+1, n)
+		}
+	}
+	cancel()
+	<-done
+	if d := r.wait(time.Now()); d < 30*time.Minute {
+		t.Fatalf("after two runs with changes the burst is spent, but the next run waits only %s", d)
 	}
 }
