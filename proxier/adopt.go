@@ -43,6 +43,9 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 	}
 	for k := range r.haveVS {
 		pause()
+		if v.only != nil && !v.only[k] {
+			continue // not looked at by this read
+		}
 		if _, read := v.vs[k]; !read && !w.vs[k] {
 			disagree = append(disagree, k)
 		}

@@ -248,7 +248,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 			t := read.view.took
 			fields = append(fields, zap.Duration("readVirtualServers", t.virtualServers), zap.Duration("readRealServers", t.realServers),
 				zap.Duration("readAddresses", t.addresses), zap.Duration("readSets", t.sets),
-				zap.Int("realServersOf", read.view.realServersOf))
+				zap.Int("realServersOf", read.view.realServersOf), zap.Bool("listed", read.view.only == nil))
 		}
 	}
 	p.log.Debug("synced", fields...)

@@ -205,6 +205,9 @@ type kernelView struct {
 	// realServersOf counts the virtual servers whose real servers were read;
 	// rs has no entry for the others (see dumpPlan).
 	realServersOf int
+	// only, when not nil, holds the keys this read looked at, the virtual
+	// servers not having been listed (see dumpPlan); vs holds those found.
+	only map[ipvs.Key]bool
 }
 
 type readTimes struct{ virtualServers, realServers, addresses, sets time.Duration }
@@ -232,6 +235,15 @@ func (r *reconciler) beginRead() {
 	for k := range r.draining {
 		r.plan.always[k] = true
 	}
+	if r.plan.share == 0 {
+		return
+	}
+	r.plan.believed = map[ipvs.Key]believedVS{}
+	for k, vs := range r.haveVS {
+		if r.plan.covers(k) {
+			r.plan.believed[k] = believedVS{vs: vs, reals: r.haveRS[k].len() > 0}
+		}
+	}
 }
 
 // realServerDumpsMax is the most virtual servers whose real servers one drift
@@ -243,12 +255,28 @@ const realServerDumpsMax = 15000
 
 // dumpPlan says whose real servers a drift check dumps: all when shares is
 // at most one, else those whose key hashes to share, and those always (real
-// servers draining, whose connection counts drain needs). Virtual servers
-// themselves, addresses and ipset entries are read in full every time.
+// servers draining, whose connection counts drain needs). Addresses and
+// ipset entries are read in full every time.
+//
+// The list of virtual servers is read in full only when share is 0, once
+// every shares checks: the kernel resumes that dump from the table's start
+// for every 32 KiB of answer, holding the IPVS mutex our writes need, so at
+// 50k it costs seconds and delays syncs. The other checks read just the
+// share's believed virtual servers, by their real servers; strays and
+// virtual servers whose attributes were changed by hand wait for the next
+// full list.
 type dumpPlan struct {
 	seed          maphash.Seed
 	share, shares int
 	always        map[ipvs.Key]bool
+	// believed is, when the list is not read, what the reconciler believed
+	// about the virtual servers the share covers as the read began.
+	believed map[ipvs.Key]believedVS
+}
+
+type believedVS struct {
+	vs    ipvs.VirtualServer
+	reals bool // whether it was believed to have real servers
 }
 
 func (p dumpPlan) covers(k ipvs.Key) bool {
@@ -261,9 +289,9 @@ func (p dumpPlan) covers(k ipvs.Key) bool {
 const tableReadMax = 5000
 
 // readKernel reads the IPv4 virtual servers with their real servers, the
-// dummy link's addresses and our ipsets' entries. It only reads kernel
-// handles and immutable fields, so it may run on another goroutine while
-// apply writes.
+// dummy link's addresses and our ipsets' entries. Besides the kernel it
+// reads only handles, immutable fields and the plan beginRead made, so it
+// may run on another goroutine while apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
@@ -271,6 +299,13 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 	}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
+	if r.plan.believed != nil {
+		if err := r.readShare(v); err != nil {
+			return nil, err
+		}
+		lap(&v.took.realServers)
+		return r.readMembers(v, lap)
+	}
 	list, err := r.ipvs.VirtualServers()
 	if err != nil {
 		return nil, err
@@ -302,6 +337,44 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		v.realServersOf++
 	}
 	lap(&v.took.realServers)
+	return r.readMembers(v, lap)
+}
+
+// readShare reads the virtual servers of the plan's share without listing
+// them all: a real-server dump each, which is empty for a missing one, and
+// a request for the virtual server itself where an empty answer is what
+// the belief expects, to tell the two apart.
+func (r *reconciler) readShare(v *kernelView) error {
+	v.only = map[ipvs.Key]bool{}
+	for k, b := range r.plan.believed {
+		v.only[k] = true
+		reals, err := r.ipvs.RealServers(k)
+		if err != nil {
+			return err
+		}
+		vs := b.vs
+		if len(reals) == 0 && !b.reals {
+			got, ok, err := r.ipvs.GetVirtualServer(k)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			vs = got
+		}
+		// Believed present; an unexpected empty answer shows as a
+		// difference, and adopt confirms it with a request of its own.
+		v.vs[k] = vs
+		v.rs[k] = newRealSet(reals)
+		v.realServersOf++
+	}
+	return nil
+}
+
+// readMembers reads the dummy link's addresses and our ipsets' entries into
+// v, and returns v, or nil if a read failed.
+func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kernelView, error) {
 	addrs, err := r.addrs.Addresses()
 	if err != nil {
 		return nil, err

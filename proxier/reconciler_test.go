@@ -633,6 +633,84 @@ type dumpsOnly struct {
 	dumped map[ipvs.Key]int
 }
 
+// countedReads counts the requests that list virtual servers and that get one.
+type countedReads struct {
+	ipvs.Interface
+	lists, gets int
+}
+
+func (c *countedReads) VirtualServers() ([]ipvs.VirtualServer, error) {
+	c.lists++
+	return c.Interface.VirtualServers()
+}
+
+func (c *countedReads) GetVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, error) {
+	c.gets++
+	return c.Interface.GetVirtualServer(k)
+}
+
+// Above dumpsMax, only one check in shares lists the virtual servers; the
+// others read their share by its real servers. Drift of every kind is still
+// repaired within shares checks, and a converged table costs no writes.
+func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	c := &countedReads{Interface: k.ipvs}
+	r.ipvs, r.dumpsMax = c, 2
+	var keys []ipvs.Key
+	for i := range 6 {
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		st := state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1))
+		if i == 5 {
+			st = state(vip, 80) // no endpoints: its real-server dump is empty
+		}
+		r.setService(name(vip), st)
+		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
+	}
+	mustApply(t, r)
+	refresh := func() {
+		t.Helper()
+		if err := r.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, r)
+	}
+	refresh() // the first read lists everything
+	k.ops()
+	c.lists = 0
+	for range 3 {
+		refresh()
+	}
+	if c.lists != 1 {
+		t.Errorf("three checks of a table in three shares listed it %d times, want 1", c.lists)
+	}
+	if c.gets > 1 {
+		t.Errorf("converged checks got %d virtual servers one by one; only the one without real servers needs it", c.gets)
+	}
+	expectOps(t, k)
+
+	// Drift of each kind, behind the reconciler's back.
+	_ = k.ipvs.DeleteVirtualServer(keys[1])
+	_ = k.ipvs.DeleteVirtualServer(keys[5])
+	changed := ipvs.VirtualServer{Key: keys[2], Scheduler: "wrr"}
+	_ = k.ipvs.UpdateVirtualServer(changed)
+	stray := ipvs.Key{Address: netip.MustParseAddr("10.96.0.99"), Protocol: ipvs.TCP, Port: 80}
+	_ = k.ipvs.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
+	k.ops()
+	for range 3 {
+		refresh()
+	}
+	expectOps(t, k,
+		"add-vs 10.96.0.2:80/TCP", "add-rs 10.96.0.2:80/TCP 10.244.0.2:8080",
+		"add-vs 10.96.0.6:80/TCP",
+		"update-vs 10.96.0.3:80/TCP",
+		"delete-vs 10.96.0.99:80/TCP")
+	for range 3 {
+		refresh()
+	}
+	expectOps(t, k)
+}
+
 func (d dumpsOnly) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
 	d.dumped[k]++
 	return d.Interface.RealServers(k)
@@ -686,7 +764,8 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 
 	// A draining real server's virtual server is dumped by every check,
 	// so it goes as soon as its connections end; a stray virtual server
-	// is confirmed with its real servers and deleted at the next check.
+	// is confirmed with its real servers and deleted at the next check
+	// that lists the virtual servers (this one: the fourth, see dumpPlan).
 	r.setService(name("10.96.0.2"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
 	expectOps(t, k, "update-rs 10.96.0.2:80/TCP 10.244.1.2:8080 weight=0")
