@@ -90,6 +90,8 @@ run() {
     --) shift; break;; *) break;; esac; done
   [ $# -gt 0 ] || { echo "usage: vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD..." >&2; exit 2; }
   prepare
+  local accel cpu # before .vm/ is written: probing KVM runs a VM of its own
+  read -r accel cpu < <(pick_accel)
   local nic=(-nic none) netup=":"
   if [ -n "$fwd" ]; then
     command -v socat >/dev/null || { echo "vm.sh: missing socat (make deps)" >&2; exit 2; }
@@ -120,8 +122,8 @@ EOF
   # QEMU's global lock (~1.2 us per time.Now, 13% of a proxier's CPU at 50k,
   # and the two vCPUs serialised on it). The TSC QEMU emulates is the host's,
   # read in user space (~0.18 us), as on real nodes. KIP_VM_CLOCK= keeps HPET.
-  local accel=tcg cpu=max clock="${KIP_VM_CLOCK-clocksource=tsc tsc=reliable}"
-  if [ -w /dev/kvm ]; then accel=kvm; cpu=host; clock=; fi
+  local clock="${KIP_VM_CLOCK-clocksource=tsc tsc=reliable}"
+  [ "$accel" = tcg ] || clock=
   local rc=0
   timeout --foreground "$tmo" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "$cpus" -m "$mem" \
     -nographic -no-reboot "${nic[@]}" \
@@ -133,6 +135,28 @@ EOF
   if [ "$rc" -eq 124 ]; then echo "vm.sh: timed out after ${tmo}s" >&2; exit 124; fi
   [ -f "$st/rc" ] || { echo "vm.sh: the VM gave no exit code" >&2; exit 125; }
   exit "$(cat "$st/rc")"
+}
+
+# pick_accel prints "ACCEL CPU" for QEMU: KVM when /dev/kvm works, else TCG.
+# A writable /dev/kvm is not enough: under some nested hypervisors QEMU
+# aborts setting MSR 0x10a (IA32_ARCH_CAPABILITIES) with -cpu host, and under
+# others the guest hangs early in boot. So the first run after each host
+# boot tries KVM with a VM that runs `true`, and remembers what worked.
+# KIP_VM_ACCEL=tcg (or kvm) skips the probe.
+pick_accel() {
+  case ${KIP_VM_ACCEL:-} in
+    tcg) echo "tcg max"; return;; kvm) echo "kvm ${KIP_VM_CPU:-host}"; return;; esac
+  if [ ! -w /dev/kvm ]; then echo "tcg max"; return; fi
+  local memo; memo="$cache/accel.$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)"
+  if [ ! -s "$memo" ]; then
+    local pick="tcg max" c
+    for c in host host,-arch-capabilities; do
+      if (KIP_VM_ACCEL=kvm KIP_VM_CPU=$c run -m 512 -t 30 -- true) >/dev/null 2>&1; then pick="kvm $c"; break; fi
+    done
+    echo "vm.sh: /dev/kvm is there; using ${pick% *} (-cpu ${pick#* })" >&2
+    echo "$pick" >"$memo"
+  fi
+  cat "$memo"
 }
 
 case ${1:-} in
