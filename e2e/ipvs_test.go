@@ -14,9 +14,10 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// ipvsIn opens the IPVS table of a new network namespace, which the test
-// has to itself (the shared proxier owns the root namespace's table).
-func ipvsIn(t *testing.T, name string) *ipvs.Netlink {
+// inNetns makes a network namespace the test has to itself (the shared
+// proxier owns the root namespace's tables) and runs open in it: netlink
+// sockets stay in the namespace they were made in.
+func inNetns(t *testing.T, name string, open func()) {
 	t.Helper()
 	if _, err := framework.Output("ip", "netns", "add", name); err != nil {
 		t.Fatal(err)
@@ -43,7 +44,15 @@ func ipvsIn(t *testing.T, name string) *ipvs.Netlink {
 		t.Fatal(err)
 	}
 	defer func() { _ = netns.Set(root) }()
-	h, err := ipvs.NewNetlink() // its sockets stay in the namespace they were made in
+	open()
+}
+
+// ipvsIn opens the IPVS table of a new network namespace.
+func ipvsIn(t *testing.T, name string) *ipvs.Netlink {
+	t.Helper()
+	var h *ipvs.Netlink
+	var err error
+	inNetns(t, name, func() { h, err = ipvs.NewNetlink() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,16 @@ func (f *Fake) Entries(name string) ([]Entry, error) {
 	return out, nil
 }
 
+func (f *Fake) Count(name string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(name)
+	if err != nil {
+		return 0, err
+	}
+	return len(s.entries), nil
+}
+
 func (f *Fake) Has(name string, e Entry) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -63,6 +63,8 @@ type Interface interface {
 	// EnsureSet creates the set if it does not exist; an existing set is kept with its entries.
 	EnsureSet(Set) error
 	Entries(set string) ([]Entry, error)
+	// Count says how many entries the set holds without listing them.
+	Count(set string) (int, error)
 	// Has tests for one entry without listing the set.
 	Has(set string, e Entry) (bool, error)
 	// AddEntries and DeleteEntries return one result per entry; adding a

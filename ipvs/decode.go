@@ -22,19 +22,6 @@ const (
 	genlHeaderLen = 4
 )
 
-// attrs calls fn with each attribute in b, its type stripped of the nested
-// and byte-order flags.
-func attrs(b []byte, fn func(typ uint16, val []byte)) {
-	for len(b) >= 4 {
-		l := int(binary.NativeEndian.Uint16(b))
-		if l < 4 || l > len(b) {
-			return
-		}
-		fn(binary.NativeEndian.Uint16(b[2:])&^(nlbatch.Nested|nlbatch.NetByteOrder), b[4:l])
-		b = b[min((l+3)&^3, len(b)):]
-	}
-}
-
 // nested returns the body of the top-level attribute typ of a generic
 // netlink message body.
 func nested(body []byte, typ uint16) []byte {
@@ -42,7 +29,7 @@ func nested(body []byte, typ uint16) []byte {
 		return nil
 	}
 	var out []byte
-	attrs(body[genlHeaderLen:], func(t uint16, v []byte) {
+	nlbatch.Attrs(body[genlHeaderLen:], func(t uint16, v []byte) {
 		if t == typ {
 			out = v
 		}
@@ -90,7 +77,7 @@ func decodeService(body []byte) (VirtualServer, bool) {
 	var af uint16
 	var raw []byte
 	var fwmark uint32
-	attrs(nested(body, attrService), func(t uint16, v []byte) {
+	nlbatch.Attrs(nested(body, attrService), func(t uint16, v []byte) {
 		switch t {
 		case svcAF:
 			af = u16(v)
@@ -126,7 +113,7 @@ func decodeService(body []byte) (VirtualServer, bool) {
 func decodeDest(body []byte, af uint16) (RealServer, bool) {
 	var rs RealServer
 	var raw []byte
-	attrs(nested(body, attrDest), func(t uint16, v []byte) {
+	nlbatch.Attrs(nested(body, attrDest), func(t uint16, v []byte) {
 		switch t {
 		case destAddr:
 			raw = v

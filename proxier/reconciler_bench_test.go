@@ -91,6 +91,7 @@ func (sinkKernel) AddAddresses(a []netip.Addr) []error             { return make
 func (sinkKernel) DeleteAddresses(a []netip.Addr) []error          { return make([]error, len(a)) }
 func (sinkKernel) EnsureSet(ipset.Set) error                       { return nil }
 func (sinkKernel) Entries(string) ([]ipset.Entry, error)           { return nil, nil }
+func (sinkKernel) Count(string) (int, error)                       { return 0, nil }
 func (sinkKernel) Has(string, ipset.Entry) (bool, error)           { return false, nil }
 func (sinkKernel) AddEntries(_ string, e []ipset.Entry) []error    { return make([]error, len(e)) }
 func (sinkKernel) DeleteEntries(_ string, e []ipset.Entry) []error { return make([]error, len(e)) }

@@ -305,6 +305,19 @@ func Nest(b []byte, typ uint16, fill func([]byte) []byte) []byte {
 }
 
 // U8, U16, U32 and BE16 encode attribute values.
+// Attrs calls fn with each attribute in b, its type stripped of the Nested
+// and NetByteOrder flags.
+func Attrs(b []byte, fn func(typ uint16, val []byte)) {
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b))
+		if l < 4 || l > len(b) {
+			return
+		}
+		fn(binary.NativeEndian.Uint16(b[2:])&^(Nested|NetByteOrder), b[4:l])
+		b = b[min(align(l), len(b)):]
+	}
+}
+
 func U8(v uint8) []byte    { return []byte{v} }
 func U16(v uint16) []byte  { return binary.NativeEndian.AppendUint16(nil, v) }
 func U32(v uint32) []byte  { return binary.NativeEndian.AppendUint32(nil, v) }
