@@ -60,8 +60,9 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 		}
 	}
 
-	adoptMembers(v.addr, r.haveAddr, r.dirtyAddr, w.addr, pause)
-	adoptMembers(v.entry, r.haveEntry, r.dirtyEntry, w.entry, pause)
+	adoptMembers(v.addr, r.haveAddr, r.dirtyAddr, w.addr, r.believeAddr, nil, pause)
+	adoptMembers(v.entry, r.haveEntry, r.dirtyEntry, w.entry, r.believeEntry,
+		func(e setEntry) bool { return v.unreadSets[e.set] }, pause)
 
 	for k := range r.draining {
 		if _, ok := r.haveVS[k]; !ok {
@@ -128,18 +129,15 @@ func (r *reconciler) ours(k ipvs.Key) bool {
 }
 
 // adoptMembers gives the belief about a set (addresses, ipset entries) a
-// read's answer for each member either holds, except members written since
-// the read began, marking dirty those where the two differed.
-func adoptMembers[K comparable](read, belief, dirty, written map[K]bool, pause func()) {
+// read's answer for each member either holds, through believe, except
+// members written since the read began and those unread (nil: none),
+// marking dirty those where the two differed.
+func adoptMembers[K comparable](read, belief, dirty, written map[K]bool, believe func(K, bool), unread func(K) bool, pause func()) {
 	adopt := func(k K) {
-		if written[k] || read[k] == belief[k] {
+		if written[k] || read[k] == belief[k] || unread != nil && unread(k) {
 			return
 		}
-		if read[k] {
-			belief[k] = true
-		} else {
-			delete(belief, k)
-		}
+		believe(k, read[k])
 		dirty[k] = true
 	}
 	for k := range read {

@@ -248,7 +248,8 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 			t := read.view.took
 			fields = append(fields, zap.Duration("readVirtualServers", t.virtualServers), zap.Duration("readRealServers", t.realServers),
 				zap.Duration("readAddresses", t.addresses), zap.Duration("readSets", t.sets),
-				zap.Int("realServersOf", read.view.realServersOf), zap.Bool("listed", read.view.only == nil))
+				zap.Int("realServersOf", read.view.realServersOf), zap.Bool("listed", read.view.only == nil),
+				zap.Int("setsUnlisted", len(read.view.unreadSets)))
 		}
 	}
 	p.log.Debug("synced", fields...)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -104,6 +105,9 @@ type reconciler struct {
 	haveRS    map[ipvs.Key]*realSet
 	haveAddr  map[netip.Addr]bool
 	haveEntry map[setEntry]bool
+	// entryCount is how many entries each set is believed to hold, which a
+	// drift check compares with the kernel's count (see dumpPlan).
+	entryCount map[string]int
 
 	dirtyVS    map[ipvs.Key]bool
 	dirtyAddr  map[netip.Addr]bool
@@ -149,6 +153,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		haveRS:     map[ipvs.Key]*realSet{},
 		haveAddr:   map[netip.Addr]bool{},
 		haveEntry:  map[setEntry]bool{},
+		entryCount: map[string]int{},
 		dirtyVS:    map[ipvs.Key]bool{},
 		dirtyAddr:  map[netip.Addr]bool{},
 		dirtyEntry: map[setEntry]bool{},
@@ -208,6 +213,9 @@ type kernelView struct {
 	// only, when not nil, holds the keys this read looked at, the virtual
 	// servers not having been listed (see dumpPlan); vs holds those found.
 	only map[ipvs.Key]bool
+	// unreadSets are the sets whose entries were not listed, their counts
+	// being what the belief expected; entry has none of theirs.
+	unreadSets map[string]bool
 }
 
 type readTimes struct{ virtualServers, realServers, addresses, sets time.Duration }
@@ -238,6 +246,7 @@ func (r *reconciler) beginRead() {
 	if r.plan.share == 0 {
 		return
 	}
+	r.plan.entries = maps.Clone(r.entryCount)
 	r.plan.believed = map[ipvs.Key]believedVS{}
 	for k, vs := range r.haveVS {
 		if r.plan.covers(k) {
@@ -255,8 +264,8 @@ const realServerDumpsMax = 15000
 
 // dumpPlan says whose real servers a drift check dumps: all when shares is
 // at most one, else those whose key hashes to share, and those always (real
-// servers draining, whose connection counts drain needs). Addresses and
-// ipset entries are read in full every time.
+// servers draining, whose connection counts drain needs). Addresses are
+// read in full every time.
 //
 // The list of virtual servers is read in full only when share is 0, once
 // every shares checks: the kernel resumes that dump from the table's start
@@ -264,14 +273,18 @@ const realServerDumpsMax = 15000
 // 50k it costs seconds and delays syncs. The other checks read just the
 // share's believed virtual servers, by their real servers; strays and
 // virtual servers whose attributes were changed by hand wait for the next
-// full list.
+// full list. Those checks also list only the ipsets whose entry count (read
+// from the set's header) differs from the belief's: listing a 50k-entry set
+// takes the kernel seconds, and a flushed set shows in its count.
 type dumpPlan struct {
 	seed          maphash.Seed
 	share, shares int
 	always        map[ipvs.Key]bool
 	// believed is, when the list is not read, what the reconciler believed
-	// about the virtual servers the share covers as the read began.
+	// about the virtual servers the share covers as the read began; entries
+	// is then how many entries it believed each set to hold.
 	believed map[ipvs.Key]believedVS
+	entries  map[string]int
 }
 
 type believedVS struct {
@@ -386,6 +399,19 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 		}
 	}
 	for _, name := range r.setNames {
+		if r.plan.entries != nil {
+			n, err := r.sets.Count(name)
+			if err != nil {
+				return nil, err
+			}
+			if n == r.plan.entries[name] {
+				if v.unreadSets == nil {
+					v.unreadSets = map[string]bool{}
+				}
+				v.unreadSets[name] = true
+				continue
+			}
+		}
 		entries, err := r.sets.Entries(name)
 		if err != nil {
 			return nil, err
@@ -517,14 +543,30 @@ func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) []error {
 				continue
 			}
 			r.ops++
-			if add {
-				r.haveEntry[e] = true
-			} else {
-				delete(r.haveEntry, e)
-			}
+			r.believeEntry(e, add)
 		}
 	}
 	return errs
+}
+
+// believeEntry records whether the kernel holds e.
+func (r *reconciler) believeEntry(e setEntry, present bool) {
+	switch {
+	case present && !r.haveEntry[e]:
+		r.haveEntry[e] = true
+		r.entryCount[e.set]++
+	case !present && r.haveEntry[e]:
+		delete(r.haveEntry, e)
+		r.entryCount[e.set]--
+	}
+}
+
+func (r *reconciler) believeAddr(a netip.Addr, present bool) {
+	if present {
+		r.haveAddr[a] = true
+	} else {
+		delete(r.haveAddr, a)
+	}
 }
 
 // readServices reads what the named Services want from the kernel into the
@@ -560,7 +602,7 @@ func (r *reconciler) readServices(names []types.NamespacedName) error {
 			if err != nil {
 				return err
 			}
-			r.haveEntry[e] = ok
+			r.believeEntry(e, ok)
 		}
 	}
 	return nil

@@ -785,3 +785,72 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	refresh()
 	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.1.2:8080")
 }
+
+// countedLists counts the listings of each set.
+type countedLists struct {
+	ipset.Interface
+	lists map[string]int
+}
+
+func (c countedLists) Entries(set string) ([]ipset.Entry, error) {
+	c.lists[set]++
+	return c.Interface.Entries(set)
+}
+
+// In the checks that do not list the virtual servers, a set whose entry
+// count is what the belief expects is not listed; one whose count differs
+// is, and repaired at once; drift that keeps the count waits for the next
+// listing check.
+func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	c := countedLists{Interface: k.sets, lists: map[string]int{}}
+	r.sets, r.dumpsMax = c, 2
+	for i := range 6 {
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+	}
+	mustApply(t, r)
+	refresh := func() {
+		t.Helper()
+		if err := r.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, r)
+	}
+	refresh()
+	k.ops()
+	clear(c.lists)
+	for range 3 {
+		refresh()
+	}
+	if c.lists[setClusterIP] != 1 || c.lists[setIPVSIPs] != 1 {
+		t.Errorf("three converged checks listed the sets %v times, want once each", c.lists)
+	}
+	expectOps(t, k)
+
+	// A flushed set: its count differs, so the next check lists and refills
+	// it, though it is not a listing check (the fourth was; this is the fifth).
+	refresh()
+	k.ops()
+	for i := range 6 {
+		_ = k.sets.DeleteEntry(setIPVSIPs, ipset.Entry{IP: netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", i+1))})
+	}
+	k.ops()
+	refresh()
+	var want []string
+	for i := range 6 {
+		want = append(want, fmt.Sprintf("add-entry %s 10.96.0.%d", setIPVSIPs, i+1))
+	}
+	expectOps(t, k, want...)
+
+	// An entry swapped for another keeps the count: repaired by the next
+	// check that lists (within three).
+	_ = k.sets.DeleteEntry(setIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.1")})
+	_ = k.sets.AddEntry(setIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.99")})
+	k.ops()
+	for range 3 {
+		refresh()
+	}
+	expectOps(t, k, "add-entry KUBE-IPVS-IPS 10.96.0.1", "delete-entry KUBE-IPVS-IPS 10.96.0.99")
+}
