@@ -305,6 +305,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	case first || (due && inline && p.reads == nil):
 		// Nothing may be written before the kernel is adopted.
 		p.rec.beginRead()
+		p.rec.planShare(noLock{})
 		r := p.readKernel(setUp)
 		p.adopt(&r, noLock{})
 		read = &r
@@ -312,6 +313,9 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 		p.rec.beginRead()
 		p.reads = make(chan kernelRead, 1)
 		go func(done chan<- kernelRead) {
+			p.mu.Lock()
+			p.rec.planShare(&p.mu)
+			p.mu.Unlock()
 			r := p.readKernel(false)
 			p.mu.Lock()
 			p.adopt(&r, &p.mu)

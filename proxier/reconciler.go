@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"maps"
 	"net/netip"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -243,12 +244,23 @@ func (r *reconciler) beginRead() {
 	for k := range r.draining {
 		r.plan.always[k] = true
 	}
-	if r.plan.share == 0 {
+}
+
+// planShare completes beginRead's plan, when the read does not list the
+// virtual servers, with what the reconciler believes about its share. It
+// hashes every believed key (~0.3 s at 50k in the test VM), so a drift
+// check calls it on its own goroutine, holding l, which it releases every
+// adoptSlice keys; keys written meanwhile are marked written, and adopt
+// leaves them alone.
+func (r *reconciler) planShare(l sync.Locker) {
+	if r.plan.shares <= 1 || r.plan.share == 0 {
 		return
 	}
 	r.plan.entries = maps.Clone(r.entryCount)
 	r.plan.believed = map[ipvs.Key]believedVS{}
+	pause := r.pacer(l)
 	for k, vs := range r.haveVS {
+		pause()
 		if r.plan.covers(k) {
 			r.plan.believed[k] = believedVS{vs: vs, reals: r.haveRS[k].len() > 0}
 		}
@@ -303,8 +315,8 @@ const tableReadMax = 5000
 
 // readKernel reads the IPv4 virtual servers with their real servers, the
 // dummy link's addresses and our ipsets' entries. Besides the kernel it
-// reads only handles, immutable fields and the plan beginRead made, so it
-// may run on another goroutine while apply writes.
+// reads only handles, immutable fields and the plan beginRead and planShare
+// made, so it may run on another goroutine while apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
@@ -427,6 +439,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 // refresh reads the kernel, adopts it and drains, on the calling goroutine.
 func (r *reconciler) refresh() error {
 	r.beginRead()
+	r.planShare(noLock{})
 	v, err := r.readKernel()
 	if err != nil {
 		r.written = nil

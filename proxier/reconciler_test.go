@@ -854,3 +854,103 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	}
 	expectOps(t, k, "add-entry KUBE-IPVS-IPS 10.96.0.1", "delete-entry KUBE-IPVS-IPS 10.96.0.99")
 }
+
+// Under the race detector: drift checks of a large table (planShare, the
+// share's read and adopt on their own goroutine, sharing a mutex with syncs)
+// while syncs add, change and delete Services leave the belief right.
+func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.adoptSlice, r.dumpsMax = 2, 8
+	svc := func(i, reals int) serviceState {
+		var rs []string
+		for j := 0; j < reals; j++ {
+			rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
+		}
+		return state(fmt.Sprintf("10.96.0.%d", i), 80, rs...)
+	}
+	final := map[int]serviceState{}
+	for i := 1; i <= 40; i++ {
+		final[i] = svc(i, 2)
+		r.setService(name(fmt.Sprint(i)), final[i])
+	}
+	mustApply(t, r)
+	if err := r.refresh(); err != nil { // the first read lists everything
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	type result struct {
+		v *kernelView
+		w *writtenKeys
+	}
+	for round := range 10 {
+		mu.Lock()
+		r.beginRead()
+		mu.Unlock()
+		done := make(chan result)
+		go func() {
+			mu.Lock()
+			r.planShare(&mu)
+			mu.Unlock()
+			v, err := r.readKernel()
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			w, err := r.adopt(v, &mu)
+			mu.Unlock()
+			if err != nil {
+				t.Error(err)
+			}
+			done <- result{v, w}
+		}()
+		for i := 1 + round%3; i <= 40; i += 3 {
+			mu.Lock()
+			switch {
+			case i%5 == 0:
+				final[i] = serviceState{}
+			case i%2 == 0:
+				final[i] = svc(i, 1+round%3)
+			default:
+				final[i] = svc(i, 2)
+			}
+			r.setService(name(fmt.Sprint(i)), final[i])
+			mustApply(t, r)
+			mu.Unlock()
+		}
+		res := <-done
+		if errs := r.drain(res.v, res.w); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		mustApply(t, r)
+	}
+	shares := (len(r.haveVS) + r.dumpsMax - 1) / r.dumpsMax
+	for range shares { // drains what the last changes left at weight 0
+		if err := r.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, r)
+	}
+	k.ops()
+	for range shares {
+		if err := r.refresh(); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, r)
+	}
+	expectOps(t, k)
+
+	fresh := newFakeKernel(t)
+	direct := fresh.reconciler()
+	for i, st := range final {
+		direct.setService(name(fmt.Sprint(i)), st)
+	}
+	mustApply(t, direct)
+	if got, want := k.ipvs.Dump(), fresh.ipvs.Dump(); got != want {
+		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
+	}
+	if got, want := k.sets.Dump(), fresh.sets.Dump(); got != want {
+		t.Errorf("ipsets hold\n%s\nwant\n%s", got, want)
+	}
+}
