@@ -75,6 +75,42 @@ func mustApply(t *testing.T, r *reconciler) {
 	}
 }
 
+// mustRefresh runs a drift check inline and applies what it found.
+func mustRefresh(t *testing.T, r *reconciler) {
+	t.Helper()
+	if err := r.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+}
+
+// numbered is Service i's state: VIP 10.96.0.i:80 and reals real servers.
+func numbered(i, reals int) serviceState {
+	var rs []string
+	for j := 0; j < reals; j++ {
+		rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
+	}
+	return state(fmt.Sprintf("10.96.0.%d", i), 80, rs...)
+}
+
+// expectKernelOf checks that k holds what a reconciler that only ever
+// applied final writes to a fresh kernel.
+func expectKernelOf(t *testing.T, k fakeKernel, final map[int]serviceState) {
+	t.Helper()
+	fresh := newFakeKernel(t)
+	direct := fresh.reconciler()
+	for i, st := range final {
+		direct.setService(name(fmt.Sprint(i)), st)
+	}
+	mustApply(t, direct)
+	if got, want := k.ipvs.Dump(), fresh.ipvs.Dump(); got != want {
+		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
+	}
+	if got, want := k.sets.Dump(), fresh.sets.Dump(); got != want {
+		t.Errorf("ipsets hold\n%s\nwant\n%s", got, want)
+	}
+}
+
 func mustAdopt(t *testing.T, r *reconciler, v *kernelView) *writtenKeys {
 	t.Helper()
 	w, err := r.adopt(v, noLock{})
@@ -527,16 +563,9 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
 	r.adoptSlice = 2
-	svc := func(i, reals int) serviceState {
-		var rs []string
-		for j := 0; j < reals; j++ {
-			rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
-		}
-		return state(fmt.Sprintf("10.96.0.%d", i), 80, rs...)
-	}
 	final := map[int]serviceState{}
 	for i := 1; i <= 50; i++ {
-		final[i] = svc(i, 2)
+		final[i] = numbered(i, 2)
 		r.setService(name(fmt.Sprint(i)), final[i])
 	}
 	mustApply(t, r)
@@ -560,7 +589,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	for i := 1; i <= 50; i += 2 {
 		mu.Lock()
 		if i%4 == 1 {
-			final[i] = svc(i, 3)
+			final[i] = numbered(i, 3)
 		} else {
 			final[i] = serviceState{}
 		}
@@ -580,15 +609,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k)
 
-	fresh := newFakeKernel(t)
-	direct := fresh.reconciler()
-	for i, st := range final {
-		direct.setService(name(fmt.Sprint(i)), st)
-	}
-	mustApply(t, direct)
-	if got, want := k.ipvs.Dump(), fresh.ipvs.Dump(); got != want {
-		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
-	}
+	expectKernelOf(t, k, final)
 }
 
 func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
@@ -668,13 +689,7 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
 	}
 	mustApply(t, r)
-	refresh := func() {
-		t.Helper()
-		if err := r.refresh(); err != nil {
-			t.Fatal(err)
-		}
-		mustApply(t, r)
-	}
+	refresh := func() { mustRefresh(t, r) }
 	refresh() // the first read lists everything
 	k.ops()
 	c.lists = 0
@@ -728,13 +743,7 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
 	}
 	mustApply(t, r)
-	refresh := func() {
-		t.Helper()
-		if err := r.refresh(); err != nil {
-			t.Fatal(err)
-		}
-		mustApply(t, r)
-	}
+	refresh := func() { mustRefresh(t, r) }
 	// Nothing is believed before the first read, so it dumps everything.
 	refresh()
 	if len(d.dumped) != len(keys) {
@@ -811,13 +820,7 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
 	}
 	mustApply(t, r)
-	refresh := func() {
-		t.Helper()
-		if err := r.refresh(); err != nil {
-			t.Fatal(err)
-		}
-		mustApply(t, r)
-	}
+	refresh := func() { mustRefresh(t, r) }
 	refresh()
 	k.ops()
 	clear(c.lists)
@@ -862,22 +865,13 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
 	r.adoptSlice, r.dumpsMax = 2, 8
-	svc := func(i, reals int) serviceState {
-		var rs []string
-		for j := 0; j < reals; j++ {
-			rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
-		}
-		return state(fmt.Sprintf("10.96.0.%d", i), 80, rs...)
-	}
 	final := map[int]serviceState{}
 	for i := 1; i <= 40; i++ {
-		final[i] = svc(i, 2)
+		final[i] = numbered(i, 2)
 		r.setService(name(fmt.Sprint(i)), final[i])
 	}
 	mustApply(t, r)
-	if err := r.refresh(); err != nil { // the first read lists everything
-		t.Fatal(err)
-	}
+	mustRefresh(t, r) // the first read lists everything
 
 	var mu sync.Mutex
 	type result struct {
@@ -911,9 +905,9 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 			case i%5 == 0:
 				final[i] = serviceState{}
 			case i%2 == 0:
-				final[i] = svc(i, 1+round%3)
+				final[i] = numbered(i, 1+round%3)
 			default:
-				final[i] = svc(i, 2)
+				final[i] = numbered(i, 2)
 			}
 			r.setService(name(fmt.Sprint(i)), final[i])
 			mustApply(t, r)
@@ -927,30 +921,13 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	}
 	shares := (len(r.haveVS) + r.dumpsMax - 1) / r.dumpsMax
 	for range shares { // drains what the last changes left at weight 0
-		if err := r.refresh(); err != nil {
-			t.Fatal(err)
-		}
-		mustApply(t, r)
+		mustRefresh(t, r)
 	}
 	k.ops()
 	for range shares {
-		if err := r.refresh(); err != nil {
-			t.Fatal(err)
-		}
-		mustApply(t, r)
+		mustRefresh(t, r)
 	}
 	expectOps(t, k)
 
-	fresh := newFakeKernel(t)
-	direct := fresh.reconciler()
-	for i, st := range final {
-		direct.setService(name(fmt.Sprint(i)), st)
-	}
-	mustApply(t, direct)
-	if got, want := k.ipvs.Dump(), fresh.ipvs.Dump(); got != want {
-		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
-	}
-	if got, want := k.sets.Dump(), fresh.sets.Dump(); got != want {
-		t.Errorf("ipsets hold\n%s\nwant\n%s", got, want)
-	}
+	expectKernelOf(t, k, final)
 }
