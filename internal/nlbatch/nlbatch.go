@@ -304,7 +304,6 @@ func Nest(b []byte, typ uint16, fill func([]byte) []byte) []byte {
 	return b
 }
 
-// U8, U16, U32 and BE16 encode attribute values.
 // Attrs calls fn with each attribute in b, its type stripped of the Nested
 // and NetByteOrder flags.
 func Attrs(b []byte, fn func(typ uint16, val []byte)) {
@@ -318,6 +317,7 @@ func Attrs(b []byte, fn func(typ uint16, val []byte)) {
 	}
 }
 
+// U8, U16, U32 and BE16 encode attribute values.
 func U8(v uint8) []byte    { return []byte{v} }
 func U16(v uint16) []byte  { return binary.NativeEndian.AppendUint16(nil, v) }
 func U32(v uint32) []byte  { return binary.NativeEndian.AppendUint32(nil, v) }

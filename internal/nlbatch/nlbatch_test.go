@@ -23,6 +23,15 @@ func TestAttrsArePaddedAndNestsSized(t *testing.T) {
 	if typ := binary.NativeEndian.Uint16(b[2:]); typ != 2|Nested {
 		t.Fatalf("nest type = %#x", typ)
 	}
+	// Attrs walks them back, flags stripped, stopping at a truncated one.
+	var got []uint16
+	Attrs(b, func(typ uint16, v []byte) {
+		Attrs(v, func(typ uint16, v []byte) { got = append(got, typ, uint16(len(v))) })
+	})
+	Attrs(append(b[:0:0], 8, 0, 1, 0), func(uint16, []byte) { t.Error("walked an attribute longer than its buffer") })
+	if len(got) != 4 || got[0] != 1 || got[1] != 5 || got[2] != 2 || got[3] != 2 {
+		t.Fatalf("Attrs walked %v, want types 1 and 2 with 5 and 2 bytes", got)
+	}
 }
 
 // getLoopback asks for link 1 (lo): it succeeds, with a reply that is not an
