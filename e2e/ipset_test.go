@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // TestIPSetCountsFromTheHeader checks that a set's entry count, read from
-// its header alone, follows adds and deletes, as ipset's own listing does.
+// its header alone, follows adds and deletes, as ipset's own listing does,
+// for the set types the proxier uses.
 func TestIPSetCountsFromTheHeader(t *testing.T) {
 	t.Parallel()
 	const ns = "kip-ipset-count"
@@ -25,6 +27,7 @@ func TestIPSetCountsFromTheHeader(t *testing.T) {
 	sets := []ipset.Set{
 		{Name: "KIP-TEST-IPPORT", Type: ipset.HashIPPort, Family: "inet", MaxElem: 1024},
 		{Name: "KIP-TEST-IPS", Type: ipset.HashIP, Family: "inet", MaxElem: 1024},
+		{Name: "KIP-TEST-PORTS", Type: ipset.BitmapPort, Family: "inet"},
 	}
 	for _, s := range sets {
 		if err := h.EnsureSet(s); err != nil {
@@ -68,6 +71,23 @@ func TestIPSetCountsFromTheHeader(t *testing.T) {
 		}
 	}
 	count("KIP-TEST-IPS", 2)
+	// bitmap:port takes port-only entries (the NodePort sets).
+	ports := []ipset.Entry{{Port: 30080}, {Port: 30443}}
+	for _, err := range h.AddEntries("KIP-TEST-PORTS", ports) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count("KIP-TEST-PORTS", 2)
+	if got, err := h.Entries("KIP-TEST-PORTS"); err != nil || len(got) != 2 || !slices.Contains(got, ports[0]) || !slices.Contains(got, ports[1]) {
+		t.Errorf("Entries(KIP-TEST-PORTS) = %v, %v; want %v", got, err, ports)
+	}
+	for _, err := range h.DeleteEntries("KIP-TEST-PORTS", ports[:1]) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count("KIP-TEST-PORTS", 1)
 	if _, err := h.Count("KIP-TEST-MISSING"); err == nil {
 		t.Error("Count of a missing set gave no error")
 	}

@@ -218,8 +218,12 @@ func encodeEntry(set string, e Entry) ([]byte, error) {
 			b = nestIP(b, nl.IPSET_ATTR_IP2, e.Net.Masked().Addr())
 			b = nlbatch.Attr(b, nl.IPSET_ATTR_CIDR2, nlbatch.U8(uint8(e.Net.Bits())))
 		}
-		if e.Protocol != "" || !e.IP.IsValid() {
+		if e.Protocol != "" && e.IP.IsValid() {
 			b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTO, nlbatch.U8(proto))
+		}
+		if e.Protocol != "" || !e.IP.IsValid() {
+			// bitmap:port takes the port alone: the kernel refuses a
+			// protocol there ("invalid protocol").
 			b = nlbatch.Attr(b, nl.IPSET_ATTR_PORT|nlbatch.NetByteOrder, nlbatch.BE16(e.Port))
 		}
 		return nlbatch.Attr(b, nl.IPSET_ATTR_LINENO|nlbatch.NetByteOrder, nlbatch.U32(0))
