@@ -43,7 +43,7 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 	}
 	for k := range r.haveVS {
 		pause()
-		if v.only != nil && !v.only[k] {
+		if _, looked := v.only[k]; v.only != nil && !looked {
 			continue // not looked at by this read
 		}
 		if _, read := v.vs[k]; !read && !w.vs[k] {

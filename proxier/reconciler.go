@@ -211,9 +211,10 @@ type kernelView struct {
 	// realServersOf counts the virtual servers whose real servers were read;
 	// rs has no entry for the others (see dumpPlan).
 	realServersOf int
-	// only, when not nil, holds the keys this read looked at, the virtual
-	// servers not having been listed (see dumpPlan); vs holds those found.
-	only map[ipvs.Key]bool
+	// only, when not nil, holds the keys this read looked at (the plan's
+	// believed share), the virtual servers not having been listed (see
+	// dumpPlan); vs holds those found.
+	only map[ipvs.Key]believedVS
 	// unreadSets are the sets whose entries were not listed, their counts
 	// being what the belief expected; entry has none of theirs.
 	unreadSets map[string]bool
@@ -370,9 +371,8 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 // a request for the virtual server itself where an empty answer is what
 // the belief expects, to tell the two apart.
 func (r *reconciler) readShare(v *kernelView) error {
-	v.only = map[ipvs.Key]bool{}
+	v.only = r.plan.believed
 	for k, b := range r.plan.believed {
-		v.only[k] = true
 		reals, err := r.ipvs.RealServers(k)
 		if err != nil {
 			return err
