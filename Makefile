@@ -21,6 +21,7 @@ e2e-bins: build
 	$(GO) build -o $(BIN)/testcluster ./e2e/testcluster
 	$(GO) build -o $(BIN)/echo ./e2e/echo
 	$(GO) build -o $(BIN)/demo ./e2e/demo
+	$(GO) build -o $(BIN)/guestfwd ./e2e/guestfwd
 	$(GO) build -o $(BIN)/bench ./bench
 	$(GO) test -c -tags e2e -o $(BIN)/e2e.test ./e2e
 

@@ -8,7 +8,8 @@
 #   hack/vm.sh prepare                       fetch + unpack kernel, build initramfs (cached)
 #   hack/vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD...
 #       -f PORT  one user-mode NIC (restrict=on) whose only reachable address is
-#                10.0.2.100:6443, forwarded to this machine's 127.0.0.1:PORT.
+#                10.0.2.100:6443, forwarded to this machine's 127.0.0.1:PORT
+#                by bin/guestfwd (make e2e-bins).
 #                Without -f the VM has no network card at all.
 #
 # Exit code: CMD's; 124 on timeout; 125 if the VM reported none.
@@ -94,8 +95,11 @@ run() {
   read -r accel cpu < <(pick_accel)
   local nic=(-nic none) netup=":"
   if [ -n "$fwd" ]; then
-    command -v socat >/dev/null || { echo "vm.sh: missing socat (make deps)" >&2; exit 2; }
-    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:socat - TCP:127.0.0.1:$fwd"
+    # bin/guestfwd (make e2e-bins) carries each guest connection to the host
+    # port; see e2e/guestfwd for why not socat. QEMU options escape "," as ",,".
+    local gf="$PWD/bin/guestfwd"
+    [ -x "$gf" ] || { echo "vm.sh: missing $gf (make e2e-bins)" >&2; exit 2; }
+    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:${gf//,/,,} 127.0.0.1:$fwd"
          -device virtio-net-pci,netdev=n0)
     netup="modprobe virtio_net; ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0"
   fi
