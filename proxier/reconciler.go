@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"maps"
 	"net/netip"
 	"sync"
 	"time"
@@ -252,12 +251,13 @@ func (r *reconciler) beginRead() {
 // hashes every believed key (~0.3 s at 50k in the test VM), so a drift
 // check calls it on its own goroutine, holding l, which it releases every
 // adoptSlice keys; keys written meanwhile are marked written, and adopt
-// leaves them alone.
+// leaves them alone. The read takes l again to compare each set's count
+// with the belief's (see dumpPlan).
 func (r *reconciler) planShare(l sync.Locker) {
 	if r.plan.shares <= 1 || r.plan.share == 0 {
 		return
 	}
-	r.plan.entries = maps.Clone(r.entryCount)
+	r.plan.counts = l
 	r.plan.believed = map[ipvs.Key]believedVS{}
 	pause := r.pacer(l)
 	for k, vs := range r.haveVS {
@@ -294,10 +294,12 @@ type dumpPlan struct {
 	share, shares int
 	always        map[ipvs.Key]bool
 	// believed is, when the list is not read, what the reconciler believed
-	// about the virtual servers the share covers as the read began; entries
-	// is then how many entries it believed each set to hold.
+	// about the virtual servers the share covers as the read began. counts
+	// is then the lock syncs hold while they write: the read holds it while
+	// it compares a set's count in the kernel with the belief's, so that a
+	// sync's writes during the read do not make the two differ.
 	believed map[ipvs.Key]believedVS
-	entries  map[string]int
+	counts   sync.Locker
 }
 
 type believedVS struct {
@@ -316,8 +318,9 @@ const tableReadMax = 5000
 
 // readKernel reads the IPv4 virtual servers with their real servers, the
 // dummy link's addresses and our ipsets' entries. Besides the kernel it
-// reads only handles, immutable fields and the plan beginRead and planShare
-// made, so it may run on another goroutine while apply writes.
+// reads only handles, immutable fields, the plan beginRead and planShare
+// made and, holding the plan's lock, the sets' believed counts, so it may
+// run on another goroutine while apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
@@ -411,12 +414,15 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 		}
 	}
 	for _, name := range r.setNames {
-		if r.plan.entries != nil {
+		if r.plan.counts != nil {
+			r.plan.counts.Lock()
 			n, err := r.sets.Count(name)
+			believed := r.entryCount[name]
+			r.plan.counts.Unlock()
 			if err != nil {
 				return nil, err
 			}
-			if n == r.plan.entries[name] {
+			if n == believed {
 				if v.unreadSets == nil {
 					v.unreadSets = map[string]bool{}
 				}

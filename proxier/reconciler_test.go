@@ -858,6 +858,50 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	expectOps(t, k, "add-entry KUBE-IPVS-IPS 10.96.0.1", "delete-entry KUBE-IPVS-IPS 10.96.0.99")
 }
 
+// A sync that adds a Service while a check reads (between planShare and the
+// count) changes the sets' counts in the kernel and in the belief alike: the
+// check still lists no set.
+func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	c := countedLists{Interface: k.sets, lists: map[string]int{}}
+	r.sets, r.dumpsMax = c, 2
+	for i := range 6 {
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+	}
+	mustApply(t, r)
+	mustRefresh(t, r)
+	shares := (len(r.haveVS) + r.dumpsMax - 1) / r.dumpsMax
+	for r.rounds%shares == 0 { // the next check is not a listing one
+		mustRefresh(t, r)
+	}
+	clear(c.lists)
+
+	r.beginRead()
+	r.planShare(noLock{})
+	r.setService(name("10.96.0.7"), state("10.96.0.7", 80, "10.244.0.7:8080"))
+	mustApply(t, r)
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.lists) != 0 {
+		t.Errorf("the check listed sets %v; a sync's own writes made their counts differ", c.lists)
+	}
+	w, err := r.adopt(v, noLock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := r.drain(v, w); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	k.ops()
+	mustApply(t, r)
+	mustRefresh(t, r)
+	expectOps(t, k)
+}
+
 // Under the race detector: drift checks of a large table (planShare, the
 // share's read and adopt on their own goroutine, sharing a mutex with syncs)
 // while syncs add, change and delete Services leave the belief right.
