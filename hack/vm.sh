@@ -101,7 +101,9 @@ run() {
     [ -x "$gf" ] || { echo "vm.sh: missing $gf (make e2e-bins)" >&2; exit 2; }
     nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:${gf//,/,,} 127.0.0.1:$fwd"
          -device virtio-net-pci,netdev=n0)
-    netup="modprobe virtio_net; ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0"
+    # quickack: QEMU sends towards the guest with Nagle's algorithm too, and
+    # the guest's delayed ACKs held back every watch event of two segments.
+    netup="modprobe virtio_net; ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0; ip route replace 10.0.2.0/24 dev eth0 src 10.0.2.15 quickack 1"
   fi
   local work=$PWD kver; kver=$(cat "$cache/kver")
   local st="$work/.vm"; rm -rf "$st"; mkdir -p "$st"
