@@ -3,6 +3,7 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -900,6 +901,85 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	mustApply(t, r)
 	mustRefresh(t, r)
 	expectOps(t, k)
+}
+
+// orderedIPVS logs dumps and writes in the order the kernel would see them,
+// holding the first dump until release is closed.
+type orderedIPVS struct {
+	ipvs.Interface
+	mu       sync.Mutex
+	log      []string
+	inDump   chan struct{} // closed when the first dump starts
+	release  chan struct{}
+	blocking bool
+}
+
+func (o *orderedIPVS) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
+	o.mu.Lock()
+	first := !o.blocking
+	o.blocking = true
+	o.log = append(o.log, "dump")
+	o.mu.Unlock()
+	if first {
+		close(o.inDump)
+		<-o.release
+	}
+	return o.Interface.RealServers(k)
+}
+
+func (o *orderedIPVS) Write(ops []ipvs.Op) []error {
+	o.mu.Lock()
+	o.log = append(o.log, "write")
+	o.mu.Unlock()
+	return o.Interface.Write(ops)
+}
+
+// A sync's write that arrives while a drift check is dumping real servers
+// goes to the kernel right after the dump in flight, before the next one.
+func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	for i := 1; i <= 6; i++ {
+		r.setService(name(fmt.Sprint(i)), numbered(i, 2))
+	}
+	mustApply(t, r)
+	o := &orderedIPVS{Interface: k.ipvs, inDump: make(chan struct{}), release: make(chan struct{})}
+	r.ipvs = o
+
+	r.beginRead()
+	r.planShare(noLock{})
+	read := make(chan error)
+	go func() {
+		_, err := r.readKernel()
+		read <- err
+	}()
+	<-o.inDump
+	r.setService(name("7"), numbered(7, 2))
+	applied := make(chan []error)
+	go func() { applied <- r.apply() }()
+	// Wait until apply is queued behind the dump in flight: from then on a
+	// new shared hold is refused. An apply that finishes first did not wait.
+	for r.writesFirst.TryRLock() {
+		r.writesFirst.RUnlock()
+		select {
+		case errs := <-applied:
+			t.Fatalf("apply wrote beside the dump in flight instead of queueing (errors: %v)", errs)
+		default:
+			runtime.Gosched()
+		}
+	}
+	close(o.release)
+	if errs := <-applied; len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.log) < 3 || o.log[0] != "dump" || o.log[1] != "write" {
+		t.Errorf("kernel saw %v; want the write right after the first dump", o.log)
+	}
 }
 
 // Under the race detector: drift checks of a large table (planShare, the
