@@ -133,11 +133,13 @@ type reconciler struct {
 	seed     maphash.Seed
 
 	// writesFirst gives a sync's writes priority over a drift check's
-	// reads: apply holds it while it writes, and the read takes it shared
-	// around each kernel request, so a write waits for the one request in
-	// flight, not for a drift check that streams thousands of dumps (at 50k
-	// in the test VM a single real-server write queued 115–138 ms behind
-	// them).
+	// per-virtual-server requests: apply holds it while it writes, and the
+	// read takes it shared around each such request, so a write waits for
+	// the one in flight, not for a stream of thousands (at 50k in the test
+	// VM a single real-server write queued 115–138 ms behind them). The
+	// long listings (virtual servers, addresses, set entries) are one call
+	// each, which the kernel itself interleaves with writes between chunks;
+	// holding writes off for a whole listing cost a sync 3 s.
 	writesFirst sync.RWMutex
 
 	// ops counts kernel writes, for logs and tests.
@@ -343,7 +345,7 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		lap(&v.took.realServers)
 		return r.readMembers(v, lap)
 	}
-	list, err := readFirst(r, r.ipvs.VirtualServers)
+	list, err := r.ipvs.VirtualServers()
 	if err != nil {
 		return nil, err
 	}
@@ -377,8 +379,8 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 	return r.readMembers(v, lap)
 }
 
-// readFirst makes one kernel request of a drift check's read, after any
-// write that is waiting (see writesFirst).
+// readFirst makes one per-virtual-server request of a drift check's read,
+// after any write that is waiting (see writesFirst).
 func readFirst[T any](r *reconciler, read func() (T, error)) (T, error) {
 	r.writesFirst.RLock()
 	defer r.writesFirst.RUnlock()
@@ -421,7 +423,7 @@ func (r *reconciler) readShare(v *kernelView) error {
 // readMembers reads the dummy link's addresses and our ipsets' entries into
 // v, and returns v, or nil if a read failed.
 func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kernelView, error) {
-	addrs, err := readFirst(r, r.addrs.Addresses)
+	addrs, err := r.addrs.Addresses()
 	if err != nil {
 		return nil, err
 	}
@@ -448,7 +450,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 				continue
 			}
 		}
-		entries, err := readFirst(r, func() ([]ipset.Entry, error) { return r.sets.Entries(name) })
+		entries, err := r.sets.Entries(name)
 		if err != nil {
 			return nil, err
 		}
