@@ -807,11 +807,10 @@ func (c countedLists) Entries(set string) ([]ipset.Entry, error) {
 	return c.Interface.Entries(set)
 }
 
-// In the checks that do not list the virtual servers, a set whose entry
-// count is what the belief expects is not listed; one whose count differs
-// is, and repaired at once; drift that keeps the count waits for the next
-// listing check.
-func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
+// sixCountedServices returns a reconciler that has programmed six Services,
+// checks them in shares of two, and counts its set listings in c.
+func sixCountedServices(t *testing.T) (fakeKernel, *reconciler, countedLists) {
+	t.Helper()
 	k := newFakeKernel(t)
 	r := k.reconciler()
 	c := countedLists{Interface: k.sets, lists: map[string]int{}}
@@ -821,6 +820,15 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
 	}
 	mustApply(t, r)
+	return k, r, c
+}
+
+// In the checks that do not list the virtual servers, a set whose entry
+// count is what the belief expects is not listed; one whose count differs
+// is, and repaired at once; drift that keeps the count waits for the next
+// listing check.
+func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
+	k, r, c := sixCountedServices(t)
 	refresh := func() { mustRefresh(t, r) }
 	refresh()
 	k.ops()
@@ -863,15 +871,7 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 // count) changes the sets' counts in the kernel and in the belief alike: the
 // check still lists no set.
 func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	c := countedLists{Interface: k.sets, lists: map[string]int{}}
-	r.sets, r.dumpsMax = c, 2
-	for i := range 6 {
-		vip := fmt.Sprintf("10.96.0.%d", i+1)
-		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
-	}
-	mustApply(t, r)
+	k, r, c := sixCountedServices(t)
 	mustRefresh(t, r)
 	shares := (len(r.haveVS) + r.dumpsMax - 1) / r.dumpsMax
 	for r.rounds%shares == 0 { // the next check is not a listing one
