@@ -182,13 +182,11 @@ func (r *reconciler) reread(keys []ipvs.Key) ([]reading, error) {
 
 // readOne reads one virtual server with its real servers: two requests.
 func (r *reconciler) readOne(k ipvs.Key) (reading, error) {
-	r.writesFirst.RLock()
-	vs, ok, err := r.ipvs.GetVirtualServer(k)
-	r.writesFirst.RUnlock()
+	vs, ok, err := r.getVirtualServer(k)
 	if err != nil || !ok {
 		return reading{key: k}, err
 	}
-	reals, err := readFirst(r, func() ([]ipvs.RealServer, error) { return r.ipvs.RealServers(k) })
+	reals, err := r.dumpRealServers(k)
 	if err != nil {
 		return reading{}, err
 	}

@@ -368,7 +368,7 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 				continue
 			}
 			// None if deleted since the list was read; the next check sees it gone.
-			if reals, err = readFirst(r, func() ([]ipvs.RealServer, error) { return r.ipvs.RealServers(vs.Key) }); err != nil {
+			if reals, err = r.dumpRealServers(vs.Key); err != nil {
 				return nil, err
 			}
 		}
@@ -379,12 +379,19 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 	return r.readMembers(v, lap)
 }
 
-// readFirst makes one per-virtual-server request of a drift check's read,
-// after any write that is waiting (see writesFirst).
-func readFirst[T any](r *reconciler, read func() (T, error)) (T, error) {
+// dumpRealServers and getVirtualServer are a drift check's
+// per-virtual-server requests, each made after any write that is waiting
+// (see writesFirst).
+func (r *reconciler) dumpRealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
 	r.writesFirst.RLock()
 	defer r.writesFirst.RUnlock()
-	return read()
+	return r.ipvs.RealServers(k)
+}
+
+func (r *reconciler) getVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, error) {
+	r.writesFirst.RLock()
+	defer r.writesFirst.RUnlock()
+	return r.ipvs.GetVirtualServer(k)
 }
 
 // readShare reads the virtual servers of the plan's share without listing
@@ -394,15 +401,13 @@ func readFirst[T any](r *reconciler, read func() (T, error)) (T, error) {
 func (r *reconciler) readShare(v *kernelView) error {
 	v.only = r.plan.believed
 	for k, b := range r.plan.believed {
-		reals, err := readFirst(r, func() ([]ipvs.RealServer, error) { return r.ipvs.RealServers(k) })
+		reals, err := r.dumpRealServers(k)
 		if err != nil {
 			return err
 		}
 		vs := b.vs
 		if len(reals) == 0 && !b.reals {
-			r.writesFirst.RLock()
-			got, ok, err := r.ipvs.GetVirtualServer(k)
-			r.writesFirst.RUnlock()
+			got, ok, err := r.getVirtualServer(k)
 			if err != nil {
 				return err
 			}
