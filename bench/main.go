@@ -51,7 +51,12 @@ type record struct {
 	// 1.34 lists every IPAddress to update its allocator metrics).
 	AfterWriteP50ms *float64 `json:"after_write_p50_ms,omitempty"`
 	AfterWriteP99ms *float64 `json:"after_write_p99_ms,omitempty"`
-	Note            string   `json:"note,omitempty"`
+	// One change only: from the write sent until its answer, the apiserver's
+	// part. Every sample's total is at least its answer, so no proxier's p99
+	// from the request can be below this p99.
+	AnswerP50ms *float64 `json:"answer_p50_ms,omitempty"`
+	AnswerP99ms *float64 `json:"answer_p99_ms,omitempty"`
+	Note        string   `json:"note,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }

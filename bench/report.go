@@ -96,6 +96,7 @@ var tables = map[string][]column{
 			return fmtMs(r.AfterWriteP50ms) + " / " + fmtMs(r.AfterWriteP99ms)
 		}},
 		vs(afterWriteP99, "… p99 vs floor", theFloor),
+		{"API answer p50 / p99", func(r, _, _ *record) string { return fmtMs(r.AnswerP50ms) + " / " + fmtMs(r.AnswerP99ms) }},
 		{"own metric p50 / p99", func(r, _, _ *record) string { return fmtMs(r.MetricP50ms) + " / " + fmtMs(r.MetricP99ms) }},
 		colCPU, colRSS, colOK, colNote},
 	"churn": {colProxier, {"writes", colSamples.cell}, {"own metric p50", colP50.cell}, {"own metric p99", colP99.cell},
@@ -118,6 +119,7 @@ var scenarioText = map[string]string{
 		"The floor is the API write, its watch event and one netlink call (endpoint add/remove). " +
 		"“After the API write” counts from the write's answer instead (for a Service add, the last of its two writes): " +
 		"the apiserver's own time left out, which grows with the cluster for a Service create or delete (ClusterIP allocation). " +
+		"“API answer” is that time alone, from the write sent until its answer: no proxier's p99 from the request can be below its p99. " +
 		"“Own metric” is the proxier's kubeproxy_network_programming_duration_seconds: the upper bound of the bucket holding p50 / p99 (kube-proxy's buckets: 0.25 s, 0.5 s, 1 s, 2 s, …).",
 	"churn": "Endpoint changes at a fixed rate; latency is the proxier's own network programming metric (bucket upper bounds); " +
 		"kernel state ok means the exact final set of real servers was reached.",

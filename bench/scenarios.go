@@ -332,12 +332,18 @@ func (s *session) oneChange() ([]record, error) {
 }
 
 // setLatencies fills a one-change record's percentiles: from the API write
-// sent, and from its answer.
+// sent, from its answer, and of the answer itself (the two samples' gap).
 func setLatencies(r *record, fromSent, fromWritten []time.Duration) {
 	p50, p99 := percentiles(fromSent)
 	r.P50ms, r.P99ms = ptr(p50), ptr(p99)
 	p50, p99 = percentiles(fromWritten)
 	r.AfterWriteP50ms, r.AfterWriteP99ms = ptr(p50), ptr(p99)
+	answers := make([]time.Duration, len(fromSent))
+	for i := range fromSent {
+		answers[i] = fromSent[i] - fromWritten[i]
+	}
+	p50, p99 = percentiles(answers)
+	r.AnswerP50ms, r.AnswerP99ms = ptr(p50), ptr(p99)
 }
 
 // churnWorkers write in parallel; a Service always goes to the same worker,
