@@ -282,6 +282,7 @@ func run(c *cli.Context) error {
 	// EndpointSlices costs several times less CPU than JSON.
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.Wrap(informers.BufferWatches)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
