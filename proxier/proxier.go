@@ -81,6 +81,9 @@ type Proxier struct {
 	// reads delivers the drift check's kernel read while one is in flight.
 	reads    chan kernelRead
 	problems map[types.NamespacedName]string
+	// earlySetup delivers the result of the kernel setup Run starts while
+	// the informers list; nil once the first sync has taken it, or without Run.
+	earlySetup chan error
 }
 
 // New builds a proxier; nothing touches the kernel before Run.
@@ -117,8 +120,33 @@ func (p *Proxier) queued() {
 }
 
 // Run syncs until ctx is done. The first sync waits for both informer caches.
+// The kernel setup needs no API object, so it starts at once, beside the
+// informers' first list, rather than on the cold start's critical path.
 func (p *Proxier) Run(ctx context.Context) {
+	done := make(chan error, 1)
+	p.earlySetup = done
+	go func() {
+		start := time.Now()
+		err := p.setupKernel(false)
+		if err != nil {
+			p.log.Warn("kernel setup failed; the first sync tries again", zap.Error(err))
+		} else {
+			p.log.Debug("kernel set up while the informers list", zap.Duration("took", time.Since(start)))
+		}
+		done <- err
+	}()
 	p.runner.Loop(ctx)
+}
+
+// takeEarlySetup waits for the setup Run started and reports whether it
+// succeeded; if it failed, the first sync sets up again and reports that.
+func (p *Proxier) takeEarlySetup() bool {
+	if p.earlySetup == nil {
+		return false
+	}
+	err := <-p.earlySetup
+	p.earlySetup = nil
+	return err == nil
 }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
@@ -185,7 +213,8 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	var critErr error
 	setUp := false
 	if first {
-		setUp, critErr = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices))
+		setUp = p.takeEarlySetup()
+		setUp, critErr = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices), setUp)
 	}
 	inputs := p.changeTracker.take(first)
 	applied = first || len(inputs) > 0
@@ -365,8 +394,9 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 // sync, before the other Services are computed and the whole kernel is read
 // (seconds at 10k Services): it computes them alone, sets the kernel up and
 // reads just their objects. It runs before the tracker's inputs are taken,
-// from a peek at the critical ones, and returns whether it set the kernel up.
-func (p *Proxier) programCritical(inputs []serviceInput) (setUp bool, err error) {
+// from a peek at the critical ones, and returns whether the kernel is set up
+// (setUp: it already was).
+func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) (bool, error) {
 	start := time.Now()
 	var names []types.NamespacedName
 	for _, in := range inputs {
@@ -389,11 +419,13 @@ func (p *Proxier) programCritical(inputs []serviceInput) (setUp bool, err error)
 			zap.Strings("missing", absent))
 	}
 	if len(names) == 0 {
-		return false, nil
+		return setUp, nil
 	}
 	// The glue is not read back here: that can wait for the first drift check.
-	if err := p.setupKernel(false); err != nil {
-		return false, err
+	if !setUp {
+		if err := p.setupKernel(false); err != nil {
+			return false, err
+		}
 	}
 	if err := p.rec.readServices(names); err != nil {
 		return true, err

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -80,6 +81,43 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	p.SyncNow()
 	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
 		t.Fatalf("deleted service left state:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+	}
+}
+
+// The kernel setup needs nothing from the apiserver, so Run does it while
+// the informers still list, off the cold start's critical path; the first
+// sync then does not set up again.
+func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
+	p, k, ipt, _ := newTestProxier(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { p.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	setUp := func() bool {
+		saved, _ := ipt.Save()
+		return len(k.sets.SetNames()) == len(ipv4Sets) && strings.Contains(string(saved), "-A KUBE-POSTROUTING")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !setUp(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("kernel not set up before the caches synced: sets %v", k.sets.SetNames())
+		}
+	}
+
+	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web.Name = "web"
+	p.OnServiceAdd(web)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first sync never programmed the service")
+		}
+	}
+	cancel()
+	<-stopped
+	if len(ipt.Payloads) != 1 {
+		t.Errorf("iptables written %d times; the first sync should use the early setup", len(ipt.Payloads))
 	}
 }
 
