@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -501,39 +502,64 @@ func (r *reconciler) wroteEntry(e setEntry) {
 
 // apply makes the kernel match the desired state for every dirty key, in
 // batches: the writes of each kind go to the kernel together (package
-// nlbatch puts many in one system call). Additions go first so new Services
-// answer as early as possible. A key whose kernel write fails stays dirty and
-// is retried by the next apply.
+// nlbatch puts many in one system call). The three kinds are written side
+// by side: each goes to a kernel subsystem behind a lock of its own (RTNL,
+// ipset's, IPVS's), through a socket of its own, and the reconciler keeps
+// a separate belief for each, which only its lane touches. At 10k Services
+// a cold start wrote 3.5 s of addresses, then 0.6 s of entries, then 2.8 s
+// of virtual servers in the test VM, one after the other. A key whose
+// kernel write fails stays dirty and is retried by the next apply.
 func (r *reconciler) apply() []error {
 	r.writesFirst.Lock()
 	defer r.writesFirst.Unlock()
-	var errs []error
-	retryAddr := map[netip.Addr]bool{}
-	retryEntry := map[setEntry]bool{}
-
+	var addrs, entries lane
+	var wg sync.WaitGroup
+	wg.Go(func() { addrs = r.applyAddresses() })
+	wg.Go(func() { entries = r.applyEntries() })
 	start := time.Now()
-	lap := func(d *time.Duration) { now := time.Now(); *d, start = *d+now.Sub(start), now }
-	errs = append(errs, r.writeAddresses(true, retryAddr)...)
-	lap(&r.applied.addresses)
-	errs = append(errs, r.writeEntries(true, retryEntry)...)
-	lap(&r.applied.entries)
+	vsErrs := r.syncVirtualServers()
+	r.applied.virtualServers += time.Since(start)
+	wg.Wait()
+	r.ops += addrs.ops + entries.ops
+	r.applied.addresses += addrs.took
+	r.applied.entries += entries.took
+	return slices.Concat(addrs.errs, entries.errs, vsErrs)
+}
 
-	errs = append(errs, r.syncVirtualServers()...)
-	lap(&r.applied.virtualServers)
+// lane is what writing one kind of kernel object did in an apply.
+type lane struct {
+	errs []error
+	ops  int
+	took time.Duration
+}
 
-	errs = append(errs, r.writeAddresses(false, retryAddr)...)
-	lap(&r.applied.addresses)
-	errs = append(errs, r.writeEntries(false, retryEntry)...)
-	lap(&r.applied.entries)
-	// What failed stays dirty. New maps rather than deletes: a map keeps
+// applyAddresses is apply's lane for kube-ipvs0's addresses: additions
+// first, so new Services answer as early as possible.
+func (r *reconciler) applyAddresses() lane {
+	start := time.Now()
+	retry := map[netip.Addr]bool{}
+	added, errs := r.writeAddresses(true, retry)
+	removed, more := r.writeAddresses(false, retry)
+	// What failed stays dirty. A new map rather than deletes: a map keeps
 	// the size it once had, and a cold start's dirty sets are the cluster.
-	r.dirtyAddr, r.dirtyEntry = retryAddr, retryEntry
-	return errs
+	r.dirtyAddr = retry
+	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
+}
+
+// applyEntries is apply's lane for ipset entries, like applyAddresses.
+func (r *reconciler) applyEntries() lane {
+	start := time.Now()
+	retry := map[setEntry]bool{}
+	added, errs := r.writeEntries(true, retry)
+	removed, more := r.writeEntries(false, retry)
+	r.dirtyEntry = retry
+	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
 }
 
 // writeAddresses binds the dirty addresses that are wanted and missing
-// (add) or unbinds those bound and unwanted. Failed writes go to retry.
-func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) []error {
+// (add) or unbinds those bound and unwanted, and says how many it wrote.
+// Failed writes go to retry.
+func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, []error) {
 	var addrs []netip.Addr
 	for a := range r.dirtyAddr {
 		if _, want := r.wantAddr.get(a); want == add && r.haveAddr[a] != add {
@@ -545,6 +571,7 @@ func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) []error
 		write = r.addrs.AddAddresses
 	}
 	var errs []error
+	n := 0
 	for i, err := range write(addrs) {
 		a := addrs[i]
 		r.wroteAddr(a)
@@ -553,20 +580,20 @@ func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) []error
 			retry[a] = true
 			continue
 		}
-		r.ops++
+		n++
 		if add {
 			r.haveAddr[a] = true
 		} else {
 			delete(r.haveAddr, a)
 		}
 	}
-	return errs
+	return n, errs
 }
 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
-// deletes those present and unwanted, a batch per set. Failed writes go to
-// retry.
-func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) []error {
+// deletes those present and unwanted, a batch per set, and says how many it
+// wrote. Failed writes go to retry.
+func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) (int, []error) {
 	bySet := map[string][]ipset.Entry{}
 	for e := range r.dirtyEntry {
 		_, want := r.wantEntry.get(e)
@@ -575,6 +602,7 @@ func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) []error {
 		}
 	}
 	var errs []error
+	n := 0
 	for set, entries := range bySet {
 		write := r.sets.DeleteEntries
 		if add {
@@ -588,11 +616,11 @@ func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) []error {
 				retry[e] = true
 				continue
 			}
-			r.ops++
+			n++
 			r.believeEntry(e, add)
 		}
 	}
-	return errs
+	return n, errs
 }
 
 // believeEntry records whether the kernel holds e.
