@@ -99,11 +99,15 @@ func run() error {
 	fmt.Println("service demo/dns  10.96.100.53:53/UDP -> dns-1, dns-2 :5353")
 
 	web, dns := netip.MustParseAddrPort("10.96.100.10:80"), netip.MustParseAddrPort("10.96.100.53:53")
+	// Both Services, so the table below shows everything the demo created.
 	if err := framework.Eventually(30*time.Second, 100*time.Millisecond, func() error {
-		_, err := client.HTTP(web, time.Second)
+		if _, err := client.HTTP(web, time.Second); err != nil {
+			return fmt.Errorf("web: %w", err)
+		}
+		_, err := client.UDP(dns, time.Second)
 		return err
 	}); err != nil {
-		return fmt.Errorf("web never answered: %w", err)
+		return fmt.Errorf("the demo Services never answered: %w", err)
 	}
 
 	step("what kube-ipvs-proxy programmed")
