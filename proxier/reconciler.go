@@ -514,8 +514,8 @@ func (r *reconciler) apply() []error {
 	defer r.writesFirst.Unlock()
 	var addrs, entries lane
 	var wg sync.WaitGroup
-	wg.Go(func() { addrs = r.applyAddresses() })
-	wg.Go(func() { entries = r.applyEntries() })
+	wg.Go(func() { addrs = writeLane(r.writeAddresses, &r.dirtyAddr) })
+	wg.Go(func() { entries = writeLane(r.writeEntries, &r.dirtyEntry) })
 	start := time.Now()
 	vsErrs := r.syncVirtualServers()
 	r.applied.virtualServers += time.Since(start)
@@ -533,26 +533,17 @@ type lane struct {
 	took time.Duration
 }
 
-// applyAddresses is apply's lane for kube-ipvs0's addresses: additions
-// first, so new Services answer as early as possible.
-func (r *reconciler) applyAddresses() lane {
+// writeLane is apply's lane for one kind of member (addresses, ipset
+// entries): additions first, so new Services answer as early as possible,
+// then removals. What failed stays dirty: the dirty set is replaced by the
+// failures rather than emptied, as a map keeps the size it once had, and a
+// cold start's dirty sets are the cluster.
+func writeLane[K comparable](write func(add bool, retry map[K]bool) (int, []error), dirty *map[K]bool) lane {
 	start := time.Now()
-	retry := map[netip.Addr]bool{}
-	added, errs := r.writeAddresses(true, retry)
-	removed, more := r.writeAddresses(false, retry)
-	// What failed stays dirty. A new map rather than deletes: a map keeps
-	// the size it once had, and a cold start's dirty sets are the cluster.
-	r.dirtyAddr = retry
-	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
-}
-
-// applyEntries is apply's lane for ipset entries, like applyAddresses.
-func (r *reconciler) applyEntries() lane {
-	start := time.Now()
-	retry := map[setEntry]bool{}
-	added, errs := r.writeEntries(true, retry)
-	removed, more := r.writeEntries(false, retry)
-	r.dirtyEntry = retry
+	retry := map[K]bool{}
+	added, errs := write(true, retry)
+	removed, more := write(false, retry)
+	*dirty = retry
 	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
 }
 
