@@ -9,7 +9,7 @@ BIN        := bin
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build test unit e2e demo bench bench-quick deps k8s-bins vm-kernel lint clean
+.PHONY: all build test unit e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean
 
 all: build
 
@@ -59,10 +59,12 @@ demo: e2e-bins k8s-bins vm-kernel
 	  sh -c 'hack/vm.sh run -t 900 -f $$KIP_APISERVER_PORT -- $(BIN)/demo'
 
 # Benchmarks: kube-ipvs-proxy, upstream kube-proxy and a raw-netlink floor on
-# the same kernel and objects, in the VM. Results go to
-# bench/results/<date>-<commit>/ (results.json, report.md, SVG plots, CPU and
-# heap profiles with their top functions); latest links to it. bench-quick is
-# the developer's check after a change: 1k Services, no upstream.
+# the same kernel and objects, in the VM. Results go to the cache,
+# $(CACHE)/bench/results/<date>-<commit>/ (results.json, report.md, SVG plots,
+# CPU and heap profiles with their top functions); latest links to it. The
+# repository keeps one baseline, bench/baseline/, copied from a full run by
+# `make bench-baseline`. bench-quick is the developer's check after a change:
+# 1k Services, no upstream.
 BENCH_SCALES ?= $(if $(filter large,$(BENCH_SCALE)),1000$(comma)10000$(comma)50000,1000$(comma)10000)
 BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy,fake
 BENCH_ARGS ?=
@@ -79,6 +81,7 @@ BENCH_VM_TIMEOUT ?= $(if $(findstring 50000,$(BENCH_SCALES)),7200,4200)
 BENCH_FIRST_SCALE = $(firstword $(subst $(comma), ,$(BENCH_SCALES)))
 BENCH_SEED = $(CACHE)/bench-seed/$(BENCH_FIRST_SCALE)-$(shell { echo '$(BENCH_ARGS)'; cat bench/objects.go; } | sha256sum | cut -c1-12)
 comma := ,
+BENCH_RESULTS = $(CACHE)/bench/results
 bench-quick: BENCH_SCALES = 1000
 bench-quick: BENCH_PROXIERS = floor,kube-ipvs-proxy
 bench-quick bench: e2e-bins k8s-bins vm-kernel
@@ -87,11 +90,19 @@ bench-quick bench: e2e-bins k8s-bins vm-kernel
 	    $(BIN)/bench -create $(BENCH_FIRST_SCALE) $(BENCH_ARGS) && \
 	  mkdir -p $(dir $(BENCH_SEED)) && rm -rf $(BENCH_SEED).tmp && \
 	  cp -a $(CACHE)/run/bench-seed/etcd $(BENCH_SEED).tmp && mv $(BENCH_SEED).tmp $(BENCH_SEED); fi
-	@dir=bench/results/$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); mkdir -p $$dir; \
+	@run=$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); tmp=.vm/bench/$$run; \
+	rm -rf .vm/bench; mkdir -p $$tmp $(BENCH_RESULTS); \
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench -etcd-seed $(BENCH_SEED) -- \
-	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$dir $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_OURS_FLAGS),-ours-flags '$(BENCH_OURS_FLAGS)')" \
-	&& hack/bench-profiles.sh $$dir && ln -sfn $$(basename $$dir) bench/results/latest && echo "report: $$dir/report.md"
+	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$tmp $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_OURS_FLAGS),-ours-flags '$(BENCH_OURS_FLAGS)')"; \
+	code=$$?; dir=$(BENCH_RESULTS)/$$run; mv $$tmp $$dir && rm -rf .vm/bench && [ $$code = 0 ] \
+	&& hack/bench-profiles.sh $$dir && ln -sfn $$run $(BENCH_RESULTS)/latest && echo "report: $$dir/report.md"
+
+# Make the latest run the repository's baseline: its results, report and plots.
+bench-baseline:
+	@test -f $(BENCH_RESULTS)/latest/results.json || { echo "no run under $(BENCH_RESULTS)/latest"; exit 1; }
+	rm -rf bench/baseline && mkdir -p bench/baseline
+	cp $(BENCH_RESULTS)/latest/results.json $(BENCH_RESULTS)/latest/report.md $(BENCH_RESULTS)/latest/*.svg bench/baseline/
 
 clean:
 	rm -rf $(BIN) .vm

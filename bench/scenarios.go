@@ -64,8 +64,10 @@ func (s *session) profile(what, file string) {
 	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", s.name, s.n, file)), data, 0o644)
 }
 
-// keep writes a file for the record into the results directory.
+// keep writes a file for the record into the results directory, with any
+// spaces and parentheses of a proxier's display name left out of its name.
 func (s *session) keep(name string, data []byte) {
+	name = strings.NewReplacer(" (", "-", ")", "", " ", "-").Replace(name)
 	if err := os.WriteFile(filepath.Join(s.o.out, name), data, 0o644); err != nil {
 		s.logf("keep %s: %v", name, err)
 	}
