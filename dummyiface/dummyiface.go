@@ -212,7 +212,9 @@ func (f *Fake) AddAddress(a netip.Addr) error {
 	if !f.Exist {
 		return fmt.Errorf("bind %s: no link", a)
 	}
-	f.ops.Record("add-addr " + a.String())
+	if err := f.ops.Record("add-addr " + a.String()); err != nil {
+		return err
+	}
 	f.addrs[a] = true
 	return nil
 }
@@ -220,10 +222,16 @@ func (f *Fake) AddAddress(a netip.Addr) error {
 func (f *Fake) DeleteAddress(a netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ops.Record("delete-addr " + a.String())
+	if err := f.ops.Record("delete-addr " + a.String()); err != nil {
+		return err
+	}
 	delete(f.addrs, a)
 	return nil
 }
+
+// Refuse makes every write whose op string starts with prefix fail, until
+// Refuse(""), as the kernel refuses an address it will not take.
+func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
 
 // TakeOps returns the recorded operations and clears the record.
 func (f *Fake) TakeOps() []string { return f.ops.Take() }

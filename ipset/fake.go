@@ -100,7 +100,9 @@ func (f *Fake) AddEntry(name string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	f.ops.Record(fmt.Sprintf("add-entry %s %s", name, e))
+	if err := f.ops.Record(fmt.Sprintf("add-entry %s %s", name, e)); err != nil {
+		return err
+	}
 	s.entries[e] = true
 	return nil
 }
@@ -112,10 +114,16 @@ func (f *Fake) DeleteEntry(name string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	f.ops.Record(fmt.Sprintf("delete-entry %s %s", name, e))
+	if err := f.ops.Record(fmt.Sprintf("delete-entry %s %s", name, e)); err != nil {
+		return err
+	}
 	delete(s.entries, e)
 	return nil
 }
+
+// Refuse makes every write whose op string starts with prefix fail, until
+// Refuse(""), as the kernel refuses an entry it will not take.
+func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
 
 // TakeOps returns the recorded operations and clears the record.
 func (f *Fake) TakeOps() []string { return f.ops.Take() }

@@ -48,9 +48,12 @@ func (f *Fake) op(format string, args ...any) error {
 		f.FailNext = ""
 		return fmt.Errorf("%s: injected failure", s)
 	}
-	f.ops.Record(s)
-	return nil
+	return f.ops.Record(s)
 }
+
+// Refuse makes every write whose op string starts with prefix fail, until
+// Refuse(""), as the kernel refuses an object it will not take.
+func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
 
 // TakeOps returns the recorded operations and clears the record.
 func (f *Fake) TakeOps() []string { return f.ops.Take() }

@@ -29,6 +29,7 @@ type Metrics struct {
 	SyncFailuresTotal          prometheus.Counter
 	IPTablesRestoreFailures    prometheus.Counter
 	KernelOpsTotal             prometheus.Counter
+	FailedObjects              *prometheus.GaugeVec
 }
 
 func New() *Metrics {
@@ -64,10 +65,12 @@ func New() *Metrics {
 			Name: "sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}),
 		KernelOpsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_kernel_operations_total", Help: "Kernel objects added, updated or deleted by syncs"}),
+		FailedObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
+			Name: "sync_proxy_rules_failed_objects", Help: "Kernel objects whose last write failed, retried alone with backoff, by kind"}, []string{"kind"}),
 	}
 	m.Registry.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration,
 		m.LastSyncTimestamp, m.LastQueuedTimestamp, m.ServiceChangesPending, m.EndpointChangesPending,
-		m.ServiceChangesTotal, m.EndpointChangesTotal, m.SyncFailuresTotal, m.IPTablesRestoreFailures, m.KernelOpsTotal,
+		m.ServiceChangesTotal, m.EndpointChangesTotal, m.SyncFailuresTotal, m.IPTablesRestoreFailures, m.KernelOpsTotal, m.FailedObjects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -2,9 +2,7 @@ package proxier
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -74,10 +72,13 @@ type Proxier struct {
 	lastFull time.Time
 	// needFull forces a drift check at the next sync.
 	needFull bool
-	// After a failed sync the kernel is re-read at fullAt, with backoff, so a
-	// persistently failing object does not turn every sync into a full one.
+	// After a failed kernel read the drift check is retried at fullAt,
+	// with backoff.
 	fullAt   time.Time
 	failures int
+	// setupStatus is the status of setupKernel's work, retried like a
+	// kernel object; its one key is setupKey.
+	setupStatus statusTable[string]
 	// reads delivers the drift check's kernel read while one is in flight.
 	reads    chan kernelRead
 	problems map[types.NamespacedName]string
@@ -93,7 +94,8 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
-		problems: map[types.NamespacedName]string{},
+		problems:    map[types.NamespacedName]string{},
+		setupStatus: newStatusTable[string](kindSetup),
 	}
 	names := make([]string, len(ipv4Sets))
 	for i, s := range ipv4Sets {
@@ -101,6 +103,9 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p.glue = &glue{ipt: k.IPTables, cfg: &p.cfg}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded)
+	if cfg.SyncPeriod > 0 {
+		p.rec.retryMax = cfg.SyncPeriod
+	}
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	return p
@@ -149,6 +154,18 @@ func (p *Proxier) takeEarlySetup() bool {
 	return err == nil
 }
 
+// setupKey names setupKernel's work in setupStatus.
+const setupKey = "kube-ipvs0, ipsets and iptables chains"
+
+// recordSetup records the outcome of a setupKernel call, on the sync goroutine.
+func (p *Proxier) recordSetup(err error) {
+	if err == nil {
+		p.setupStatus.ok(setupKey)
+		return
+	}
+	p.setupStatus.fail(setupKey, err, time.Now(), p.rec.retryMax, types.NamespacedName{})
+}
+
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
 // and the iptables glue. All of it is idempotent and keeps existing state;
 // readBack is glue.ensure's.
@@ -182,7 +199,10 @@ type kernelRead struct {
 	// written are the keys written during the read and its adoption.
 	written *writtenKeys
 	err     error
-	started time.Time
+	// setUp says the read set the kernel up first, with outcome setupErr.
+	setUp    bool
+	setupErr error
+	started  time.Time
 	// setup, read and adopt are how long setupKernel, the read and its
 	// adoption took, for logs.
 	setup, read, adopt time.Duration
@@ -193,6 +213,11 @@ type kernelRead struct {
 func (p *Proxier) SyncNow() { p.syncOnce(true) }
 
 // syncOnce reports whether it applied changes (see runner).
+//
+// A kernel object that fails to be written does not fail the sync: it is
+// retried alone (see statusTable) and reported by reportObjects. A sync
+// fails only when it cannot write at all: the first sync, when the kernel
+// cannot be read. That, and only that, keeps health from being updated.
 func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	called := time.Now()
 	p.mu.Lock()
@@ -210,11 +235,12 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	var critErr error
 	setUp := false
 	if first {
 		setUp = p.takeEarlySetup()
-		setUp, critErr = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices), setUp)
+		setUp = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices), setUp)
+	} else if p.setupStatus.failed[setupKey] != nil && !p.setupStatus.waiting(setupKey, start) {
+		p.recordSetup(p.setupKernel(false))
 	}
 	inputs := p.changeTracker.take(first)
 	applied = first || len(inputs) > 0
@@ -226,7 +252,6 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	opsBefore := p.rec.ops
 	p.rec.applied = applyTimes{}
 	read, err := p.sync(inputs, first, setUp, due, inline)
-	err = errors.Join(critErr, err)
 	full := read != nil
 	elapsed := time.Since(start)
 	if full {
@@ -234,23 +259,34 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(p.rec.ops - opsBefore))
+	failed := p.reportObjects()
+	retry := p.nextRetry()
 	if err != nil {
-		p.metrics.SyncFailuresTotal.Inc()
-		// The reconciler keeps failed keys dirty, so every sync retries
-		// them; a drift check after a backoff also re-reads the kernel in
-		// case our picture of it was wrong.
+		// The drift check is retried after a backoff; the changes were
+		// applied all the same, except at the first sync, which wrote
+		// nothing and is repeated whole.
 		backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.failures, 10))
 		p.failures++
 		p.fullAt = time.Now().Add(backoff)
-		p.log.Error("sync failed; retrying", zap.Error(err), zap.Bool("full", full), zap.Duration("fullSyncIn", backoff))
-		p.runner.RetryAfter(backoff)
+		if retry.IsZero() || p.fullAt.Before(retry) {
+			retry = p.fullAt
+		}
+		p.log.Error("kernel read failed; retrying", zap.Error(err), zap.Bool("first", first), zap.Duration("retryIn", backoff))
+	}
+	if !retry.IsZero() {
+		p.runner.RetryAt(retry)
+	}
+	if err != nil || failed > 0 {
+		p.metrics.SyncFailuresTotal.Inc()
+	}
+	if err != nil && first {
 		return applied
 	}
 	now := time.Now()
 	if first && p.cfg.AfterFirstSync != nil {
 		go p.cfg.AfterFirstSync()
 	}
-	if full {
+	if full && err == nil {
 		p.lastFull, p.needFull, p.fullAt, p.failures = now, false, time.Time{}, 0
 	}
 	for _, in := range inputs {
@@ -266,7 +302,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.health.Updated()
 	p.metrics.LastSyncTimestamp.SetToCurrentTime()
 	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
-		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Duration("took", elapsed),
+		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Int("failedObjects", failed), zap.Duration("took", elapsed),
 		// Where a slow change went: waiting for a drift check's adopt, and
 		// the kernel writes by kind.
 		zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", p.rec.applied.addresses),
@@ -285,19 +321,27 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	return applied
 }
 
+// nextRetry is when the earliest failed object or setup is due, or zero.
+func (p *Proxier) nextRetry() time.Time {
+	next, setup := p.rec.nextRetry(), p.setupStatus.nextRetry()
+	if next.IsZero() || !setup.IsZero() && setup.Before(next) {
+		return setup
+	}
+	return next
+}
+
 // readKernel sets up what every sync relies on, unless this sync already
-// has, and reads the kernel for a drift check. It touches no reconciler
-// state, so it can run in the background.
+// has, and reads the kernel for a drift check. A failed setup does not stop
+// the read: it is recorded and retried. It touches no reconciler state, so
+// it can run in the background.
 func (p *Proxier) readKernel(setUp bool) kernelRead {
-	r := kernelRead{started: time.Now()}
+	r := kernelRead{started: time.Now(), setUp: !setUp}
 	if !setUp {
-		r.err = p.setupKernel(true)
+		r.setupErr = p.setupKernel(true)
 	}
-	if r.err == nil {
-		r.setup = time.Since(r.started)
-		r.view, r.err = p.rec.readKernel()
-		r.read = time.Since(r.started) - r.setup
-	}
+	r.setup = time.Since(r.started)
+	r.view, r.err = p.rec.readKernel()
+	r.read = time.Since(r.started) - r.setup
 	return r
 }
 
@@ -317,9 +361,9 @@ func (p *Proxier) adopt(r *kernelRead, l sync.Locker) {
 // sync applies the changed Services. When a drift check is due it starts a
 // kernel read, in the background unless inline; when a read has completed it
 // adopts it first, so that the apply also repairs drift. It returns the read
-// it adopted, if any.
+// it adopted, if any, and the read's error: write errors are the objects'
+// status, not the sync's.
 func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*kernelRead, error) {
-	var errs []error
 	// Record what is wanted before touching the kernel: the inputs are gone
 	// from the tracker, so a kernel failure must not lose them. (The
 	// critical Services' are recorded again: their input may be newer than
@@ -369,34 +413,37 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 			}
 		}
 	}
+	if read != nil && read.setUp {
+		p.recordSetup(read.setupErr)
+	}
+	var readErr error
+	if read != nil {
+		readErr = read.err
+	}
 	if read != nil && read.view == nil {
 		if first {
 			// Nothing may be written before the kernel is adopted.
-			return read, read.err
+			return read, readErr
 		}
-		errs = append(errs, read.err)
 		read = nil // changes are still applied; the drift check is retried
-	} else if read != nil {
-		errs = append(errs, read.err)
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	_, critErrs := p.rec.applyFirst(p.cfg.CriticalServices)
-	errs = append(errs, critErrs...)
-	errs = append(errs, p.rec.apply()...)
+	p.rec.applyFirst(p.cfg.CriticalServices)
+	p.rec.apply()
 	if read != nil {
-		errs = append(errs, p.rec.drain(read.view, read.written)...)
+		p.rec.drain(read.view, read.written)
 	}
-	return read, errors.Join(errs...)
+	return read, readErr
 }
 
 // programCritical writes the critical Services at the start of the first
 // sync, before the other Services are computed and the whole kernel is read
 // (seconds at 10k Services): it computes them alone, sets the kernel up and
 // reads just their objects. It runs before the tracker's inputs are taken,
-// from a peek at the critical ones, and returns whether the kernel is set up
-// (setUp: it already was).
-func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) (bool, error) {
+// from a peek at the critical ones, and returns whether the kernel setup has
+// run (setUp: it already had).
+func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	start := time.Now()
 	var names []types.NamespacedName
 	for _, in := range inputs {
@@ -419,39 +466,20 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) (bool, erro
 			zap.Strings("missing", absent))
 	}
 	if len(names) == 0 {
-		return setUp, nil
+		return setUp
 	}
 	// The glue is not read back here: that can wait for the first drift check.
 	if !setUp {
-		if err := p.setupKernel(false); err != nil {
-			return false, err
-		}
+		p.recordSetup(p.setupKernel(false))
 	}
 	if err := p.rec.readServices(names); err != nil {
-		return true, err
+		p.log.Warn("could not read the critical services' kernel objects; they wait for the full read", zap.Error(err))
+		return true
 	}
 	n, errs := p.rec.applyFirst(names)
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))
-	return true, errors.Join(errs...)
-}
-
-// report logs and posts an event for a Service's bad input, once per distinct
-// set of problems, so a periodic sync does not repeat it.
-func (p *Proxier) report(in serviceInput, problems []string) {
-	msg := strings.Join(problems, "; ")
-	if p.problems[in.name] == msg {
-		return
-	}
-	if msg == "" {
-		delete(p.problems, in.name)
-		return
-	}
-	p.problems[in.name] = msg
-	p.log.Warn("skipping invalid parts of service", zap.Stringer("service", in.name), zap.String("problems", msg))
-	if p.events != nil && in.service != nil {
-		p.events.Eventf(in.service, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", msg)
-	}
+	return true
 }
 
 // OnNodeChange tracks whether this node may take load-balancer traffic: not

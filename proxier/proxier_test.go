@@ -138,7 +138,28 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	}
 }
 
-func TestProxierKeepsDeletionsAcrossAFailedDriftCheck(t *testing.T) {
+// failedObjects reads the failed-objects gauge of one kind.
+func failedObjects(t *testing.T, p *Proxier, kind string) float64 {
+	t.Helper()
+	families, err := p.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "kubeproxy_sync_proxy_rules_failed_objects" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == kind {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no failed-objects gauge for kind %q", kind)
+	return 0
+}
+
+func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -149,25 +170,28 @@ func TestProxierKeepsDeletionsAcrossAFailedDriftCheck(t *testing.T) {
 		t.Fatal("service not programmed")
 	}
 
-	// The Service is deleted while a drift check is due and fails before it
-	// reads the kernel: the deletion is applied all the same, and the drift
-	// check is retried.
+	// The Service is deleted while a drift check is due whose setup fails:
+	// the deletion is applied all the same, the kernel is still read, and
+	// the setup is retried alone.
 	p.OnServiceDelete(web)
 	p.needFull = true
 	ipt.Fail = fmt.Errorf("iptables: injected failure")
 	p.SyncNow()
 	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
-		t.Fatalf("deletion held back by a failing drift check:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+		t.Fatalf("deletion held back by a failing setup:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
 	}
-	if p.fullAt.IsZero() {
-		t.Fatal("the failed drift check must be retried")
+	if p.setupStatus.failed[setupKey] == nil || p.needFull {
+		t.Fatal("the drift check should have read the kernel and the setup be failed")
+	}
+	if got := failedObjects(t, p, "setup"); got != 1 {
+		t.Fatalf("failed setup objects = %v, want 1", got)
 	}
 
 	ipt.Fail = nil
-	p.fullAt = time.Now()
+	p.setupStatus.retryNow(setupKey)
 	p.SyncNow()
-	if !p.fullAt.IsZero() || p.failures != 0 || len(ipt.Payloads) == 0 {
-		t.Fatal("the retried drift check should have succeeded")
+	if p.setupStatus.failed[setupKey] != nil || failedObjects(t, p, "setup") != 0 {
+		t.Fatal("the retried setup should have succeeded")
 	}
 }
 
@@ -181,20 +205,25 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	k.ipvs.FailNext = "add-vs 10.96.0.10"
 	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
 	p.SyncNow()
-	if p.fullAt.IsZero() {
-		t.Fatal("a failed sync must schedule a full re-read")
+	if !p.fullAt.IsZero() || p.needFull {
+		t.Fatal("a failed object must not schedule a full re-read")
 	}
-	// Another change right after is applied by a partial sync, which also
-	// retries the failed object.
+	// Another change right after is applied by a partial sync; the failed
+	// object waits for its retry.
 	other := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
 	p.OnServiceAdd(other)
 	p.SyncNow()
 	if len(ipt.Payloads) != restores {
-		t.Fatal("a sync before the backoff ran a full sync")
+		t.Fatal("a sync after a failed object ran a full sync")
 	}
-	if d := k.ipvs.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
-		t.Fatalf("both services should be programmed by now:\n%s", d)
+	if d := k.ipvs.Dump(); strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
+		t.Fatalf("only the other service should be programmed by now:\n%s", d)
+	}
+	withClock(p.rec).advance(time.Hour)
+	p.SyncNow()
+	if d := k.ipvs.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") {
+		t.Fatalf("the failed service should be programmed once due:\n%s", d)
 	}
 }
 

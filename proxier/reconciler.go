@@ -68,6 +68,9 @@ func (o owners[K, V]) remove(k K, owner types.NamespacedName) {
 	o[k] = cur
 }
 
+// owner is a Service that wants k, or zero if none does.
+func (o owners[K, V]) owner(k K) types.NamespacedName { return o[k].owner }
+
 func (o owners[K, V]) get(k K) (V, bool) {
 	cur, ok := o[k]
 	if !ok || len(cur.more) == 0 {
@@ -113,6 +116,16 @@ type reconciler struct {
 	dirtyVS    map[ipvs.Key]bool
 	dirtyAddr  map[netip.Addr]bool
 	dirtyEntry map[setEntry]bool
+
+	// The objects whose last write failed, by kind: each is retried
+	// alone, after a delay that doubles per failure up to retryMax (the
+	// sync period), while the other objects are written.
+	vsStatus    statusTable[ipvs.Key]
+	rsStatus    realServerStatus
+	addrStatus  statusTable[netip.Addr]
+	entryStatus statusTable[setEntry]
+	retryMax    time.Duration
+	now         func() time.Time
 
 	// draining holds removed TCP real servers kept at weight 0 until their
 	// connections end (graceful termination).
@@ -169,6 +182,14 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		dirtyAddr:  map[netip.Addr]bool{},
 		dirtyEntry: map[setEntry]bool{},
 		draining:   map[ipvs.Key]map[netip.AddrPort]bool{},
+
+		vsStatus:    newStatusTable[ipvs.Key](kindVirtualServer),
+		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}},
+		addrStatus:  newStatusTable[netip.Addr](kindAddress),
+		entryStatus: newStatusTable[setEntry](kindSetEntry),
+		retryMax:    30 * time.Second,
+		now:         time.Now,
+
 		adoptSlice: 250,
 		dumpsMax:   realServerDumpsMax,
 		seed:       maphash.MakeSeed(),
@@ -176,36 +197,53 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 }
 
 // setService replaces what one Service wants and marks its objects dirty.
+// A failed object it touches is retried at the next apply, not after its
+// delay: what is wanted of it may have changed.
 func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 	old := r.byService[name]
 	for _, v := range old.virtualServers {
 		r.wantVS.remove(v.vs.Key, name)
-		r.dirtyVS[v.vs.Key] = true
+		r.markVS(v.vs.Key)
 	}
 	for _, a := range old.addresses {
 		r.wantAddr.remove(a, name)
-		r.dirtyAddr[a] = true
+		markDirty(r.dirtyAddr, &r.addrStatus, a)
 	}
 	for _, e := range old.entries {
 		r.wantEntry.remove(e, name)
-		r.dirtyEntry[e] = true
+		markDirty(r.dirtyEntry, &r.entryStatus, e)
 	}
 	for _, v := range st.virtualServers {
 		r.wantVS.add(v.vs.Key, name, v)
-		r.dirtyVS[v.vs.Key] = true
+		r.markVS(v.vs.Key)
 	}
 	for _, a := range st.addresses {
 		r.wantAddr.add(a, name, struct{}{})
-		r.dirtyAddr[a] = true
+		markDirty(r.dirtyAddr, &r.addrStatus, a)
 	}
 	for _, e := range st.entries {
 		r.wantEntry.add(e, name, struct{}{})
-		r.dirtyEntry[e] = true
+		markDirty(r.dirtyEntry, &r.entryStatus, e)
 	}
 	if len(st.virtualServers) == 0 && len(st.addresses) == 0 && len(st.entries) == 0 {
 		delete(r.byService, name)
 	} else {
 		r.byService[name] = st
+	}
+}
+
+func markDirty[K comparable](dirty map[K]bool, status *statusTable[K], k K) {
+	dirty[k] = true
+	status.retryNow(k)
+}
+
+// markVS marks virtual server k dirty, with its failed real servers due.
+func (r *reconciler) markVS(k ipvs.Key) {
+	markDirty(r.dirtyVS, &r.vsStatus, k)
+	if t := r.rsStatus.of(k); t != nil {
+		for _, f := range t.failed {
+			f.retryAt = time.Time{}
+		}
 	}
 }
 
@@ -508,7 +546,8 @@ func (r *reconciler) wroteEntry(e setEntry) {
 // a separate belief for each, which only its lane touches. At 10k Services
 // a cold start wrote 3.5 s of addresses, then 0.6 s of entries, then 2.8 s
 // of virtual servers in the test VM, one after the other. A key whose
-// kernel write fails stays dirty and is retried by the next apply.
+// kernel write fails stays dirty, and its object's status (see statusTable)
+// says when an apply retries it. The errors are this apply's failed writes.
 func (r *reconciler) apply() []error {
 	r.writesFirst.Lock()
 	defer r.writesFirst.Unlock()
@@ -535,8 +574,8 @@ type lane struct {
 
 // writeLane is apply's lane for one kind of member (addresses, ipset
 // entries): additions first, so new Services answer as early as possible,
-// then removals. What failed stays dirty: the dirty set is replaced by the
-// failures rather than emptied, as a map keeps the size it once had, and a
+// then removals. What failed or waits for its retry stays dirty: the dirty
+// set is replaced by those keys rather than emptied, as a map keeps the size it once had, and a
 // cold start's dirty sets are the cluster.
 func writeLane[K comparable](write func(add bool, retry map[K]bool) (int, []error), dirty *map[K]bool) lane {
 	start := time.Now()
@@ -551,9 +590,16 @@ func writeLane[K comparable](write func(add bool, retry map[K]bool) (int, []erro
 // (add) or unbinds those bound and unwanted, and says how many it wrote.
 // Failed writes go to retry.
 func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, []error) {
+	now := r.now()
 	var addrs []netip.Addr
 	for a := range r.dirtyAddr {
-		if _, want := r.wantAddr.get(a); want == add && r.haveAddr[a] != add {
+		switch _, want := r.wantAddr.get(a); {
+		case want != add: // the other pass's
+		case r.haveAddr[a] == add:
+			r.addrStatus.ok(a)
+		case r.addrStatus.waiting(a, now):
+			retry[a] = true
+		default:
 			addrs = append(addrs, a)
 		}
 	}
@@ -569,8 +615,10 @@ func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, [
 		if err != nil {
 			errs = append(errs, err)
 			retry[a] = true
+			r.addrStatus.fail(a, err, now, r.retryMax, r.wantAddr.owner(a))
 			continue
 		}
+		r.addrStatus.ok(a)
 		n++
 		if add {
 			r.haveAddr[a] = true
@@ -585,10 +633,16 @@ func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, [
 // deletes those present and unwanted, a batch per set, and says how many it
 // wrote. Failed writes go to retry.
 func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) (int, []error) {
+	now := r.now()
 	bySet := map[string][]ipset.Entry{}
 	for e := range r.dirtyEntry {
-		_, want := r.wantEntry.get(e)
-		if want == add && r.haveEntry[e] != add {
+		switch _, want := r.wantEntry.get(e); {
+		case want != add: // the other pass's
+		case r.haveEntry[e] == add:
+			r.entryStatus.ok(e)
+		case r.entryStatus.waiting(e, now):
+			retry[e] = true
+		default:
 			bySet[e.set] = append(bySet[e.set], e.entry)
 		}
 	}
@@ -605,8 +659,10 @@ func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) (int, []err
 			if err != nil {
 				errs = append(errs, err)
 				retry[e] = true
+				r.entryStatus.fail(e, err, now, r.retryMax, r.wantEntry.owner(e))
 				continue
 			}
+			r.entryStatus.ok(e)
 			n++
 			r.believeEntry(e, add)
 		}
@@ -746,41 +802,86 @@ func (r *reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
 }
 
 // syncVirtualServers makes the dirty virtual servers and their real
-// servers match, in one batch of writes. A virtual server with a failed
-// write stays dirty; its error is reported once.
+// servers match, in batches of writes. A virtual server stays dirty while a
+// write of its own or of a real server failed or waits for its retry.
 func (r *reconciler) syncVirtualServers() []error {
-	failed := map[ipvs.Key]error{}
+	now := r.now()
+	pending := map[ipvs.Key]bool{}
+	var errs []error
 	write := func(ops []ipvs.Op) {
+		// A virtual server whose add failed takes its real servers' adds
+		// down with it: those are not failures of their own.
+		var addFailed map[ipvs.Key]bool
 		for i, err := range r.ipvs.Write(ops) {
-			k := ops[i].VS.Key
-			if err != nil {
-				if failed[k] == nil {
-					failed[k] = err
-				}
+			op := ops[i]
+			k := op.VS.Key
+			if err == nil {
+				r.ops++
+				r.wroteVS(k)
+				r.believe(op)
+				r.opOK(op)
 				continue
 			}
-			r.ops++
-			r.wroteVS(k)
-			r.believe(ops[i])
+			pending[k] = true
+			if addFailed[k] {
+				continue
+			}
+			errs = append(errs, err)
+			if op.Kind == ipvs.AddVS {
+				if addFailed == nil {
+					addFailed = map[ipvs.Key]bool{}
+				}
+				addFailed[k] = true
+			}
+			r.opFailed(op, err, now)
 		}
 	}
 	// Written a few thousand at a time: a cold start's 140k ops at once
 	// held 30 MB of plans at the peak, for no fewer system calls.
 	ops := make([]ipvs.Op, 0, opsPerWrite)
 	for k := range r.dirtyVS {
-		if ops = r.planVirtualServer(k, ops); len(ops) >= opsPerWrite {
+		var deferred bool
+		if ops, deferred = r.planVirtualServer(k, ops, now); deferred {
+			pending[k] = true
+		}
+		if len(ops) >= opsPerWrite {
 			write(ops)
 			ops = ops[:0]
 		}
 	}
 	write(ops)
-	var errs []error
-	r.dirtyVS = make(map[ipvs.Key]bool, len(failed))
-	for k, err := range failed {
-		errs = append(errs, err)
-		r.dirtyVS[k] = true
-	}
+	r.dirtyVS = pending
 	return errs
+}
+
+// opOK and opFailed record the outcome of an IPVS write in its object's
+// status.
+func (r *reconciler) opOK(op ipvs.Op) {
+	switch op.Kind {
+	case ipvs.AddVS, ipvs.UpdateVS:
+		r.vsStatus.ok(op.VS.Key)
+	case ipvs.DeleteVS:
+		r.vsStatus.ok(op.VS.Key)
+		r.forgetRealServers(op.VS.Key)
+	default:
+		r.rsStatus.ok(op.VS.Key, op.RS.ID())
+	}
+}
+
+func (r *reconciler) opFailed(op ipvs.Op, err error, now time.Time) {
+	owner := r.wantVS.owner(op.VS.Key)
+	switch op.Kind {
+	case ipvs.AddVS, ipvs.UpdateVS, ipvs.DeleteVS:
+		r.vsStatus.fail(op.VS.Key, err, now, r.retryMax, owner)
+	default:
+		r.rsStatus.fail(op.VS.Key, op.RS.ID(), err, now, r.retryMax, owner)
+	}
+}
+
+// forgetRealServers drops the failures of a virtual server's real servers
+// once the virtual server is gone.
+func (r *reconciler) forgetRealServers(k ipvs.Key) {
+	r.rsStatus.forget(k)
 }
 
 // opsPerWrite is how many IPVS writes syncVirtualServers plans before it
@@ -789,21 +890,42 @@ const opsPerWrite = 4096
 
 // planVirtualServer appends the writes that make one virtual server and its
 // real servers match the desired state, as the reconciler believes the
-// kernel is. Unwanted TCP real servers are not deleted but drained: weight 0
+// kernel is, leaving out those whose retry is not due (deferred says some
+// were). Unwanted TCP real servers are not deleted but drained: weight 0
 // until their connections end.
-func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op) []ipvs.Op {
+func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time) (_ []ipvs.Op, deferred bool) {
 	want, wanted := r.wantVS.get(k)
 	have, exists := r.haveVS[k]
-	if !wanted {
-		if exists {
-			ops = append(ops, ipvs.Op{Kind: ipvs.DeleteVS, VS: have})
-		}
-		return ops
+	vsOp := ipvs.Op{VS: want.vs}
+	switch {
+	case !wanted && !exists:
+		r.vsStatus.ok(k)
+		r.forgetRealServers(k)
+		return ops, false
+	case !wanted:
+		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have}
+	case !exists:
+		vsOp.Kind = ipvs.AddVS
+	case have != want.vs:
+		vsOp.Kind = ipvs.UpdateVS
+	default:
+		r.vsStatus.ok(k)
 	}
-	if !exists {
-		ops = append(ops, ipvs.Op{Kind: ipvs.AddVS, VS: want.vs})
-	} else if have != want.vs {
-		ops = append(ops, ipvs.Op{Kind: ipvs.UpdateVS, VS: want.vs})
+	if vsOp.Kind != 0 {
+		if r.vsStatus.waiting(k, now) {
+			return ops, true
+		}
+		ops = append(ops, vsOp)
+	}
+	if !wanted {
+		return ops, false
+	}
+	rsOp := func(kind ipvs.OpKind, rs ipvs.RealServer) {
+		if r.rsStatus.waiting(k, rs.ID(), now) {
+			deferred = true
+			return
+		}
+		ops = append(ops, ipvs.Op{Kind: kind, VS: want.vs, RS: rs})
 	}
 	haveRS := r.haveRS[k]
 	wantedRS := make(map[netip.AddrPort]bool, len(want.real))
@@ -813,9 +935,11 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op) []ipvs.Op {
 		cur, ok := haveRS.get(id)
 		switch {
 		case !ok:
-			ops = append(ops, ipvs.Op{Kind: ipvs.AddRS, VS: want.vs, RS: rs})
+			rsOp(ipvs.AddRS, rs)
 		case cur.Weight != rs.Weight:
-			ops = append(ops, ipvs.Op{Kind: ipvs.UpdateRS, VS: want.vs, RS: rs})
+			rsOp(ipvs.UpdateRS, rs)
+		default:
+			r.rsStatus.ok(k, id)
 		}
 		if d := r.draining[k]; d != nil {
 			delete(d, id)
@@ -828,19 +952,28 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op) []ipvs.Op {
 		}
 		if k.Protocol != ipvs.TCP {
 			// Datagram protocols have no connection end to wait for.
-			ops = append(ops, ipvs.Op{Kind: ipvs.DeleteRS, VS: want.vs, RS: cur})
+			rsOp(ipvs.DeleteRS, cur)
 			continue
 		}
 		if cur.Weight != 0 {
 			cur.Weight = 0
-			ops = append(ops, ipvs.Op{Kind: ipvs.UpdateRS, VS: want.vs, RS: cur})
+			rsOp(ipvs.UpdateRS, cur)
 		}
 		if r.draining[k] == nil {
 			r.draining[k] = map[netip.AddrPort]bool{}
 		}
 		r.draining[k][id] = true
 	}
-	return ops
+	// A real server that failed and is now neither wanted nor present
+	// needs nothing more.
+	if t := r.rsStatus.of(k); t != nil {
+		for id := range t.failed {
+			if _, present := haveRS.get(id); !wantedRS[id] && !present {
+				r.rsStatus.ok(k, id)
+			}
+		}
+	}
+	return ops, deferred
 }
 
 // believe records a write the kernel accepted.
@@ -908,8 +1041,10 @@ func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 		r.wroteVS(k)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
+			r.rsStatus.fail(k, id, err, r.now(), r.retryMax, r.wantVS.owner(k))
 			continue
 		}
+		r.rsStatus.ok(k, id)
 		r.ops++
 		r.haveRS[k].remove(id)
 		if ids := r.draining[k]; ids != nil {

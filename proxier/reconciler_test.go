@@ -70,6 +70,18 @@ func state(vip string, port uint16, reals ...string) serviceState {
 	}
 }
 
+// testClock is a reconciler's clock, moved by hand.
+type testClock struct{ t time.Time }
+
+func (c *testClock) now() time.Time          { return c.t }
+func (c *testClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func withClock(r *reconciler) *testClock {
+	c := &testClock{time.Now()}
+	r.now = c.now
+	return c
+}
+
 func mustApply(t *testing.T, r *reconciler) {
 	t.Helper()
 	if errs := r.apply(); len(errs) > 0 {
@@ -219,12 +231,16 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 func TestReconcilerRetriesFailedWrites(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
+	clock := withClock(r)
 	k.ipvs.FailNext = "add-rs"
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	if errs := r.apply(); len(errs) != 1 {
 		t.Fatalf("errors %v, want the injected one", errs)
 	}
 	k.ops()
+	mustApply(t, r)
+	expectOps(t, k) // not due yet
+	clock.advance(retryFirst)
 	mustApply(t, r)
 	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 }
@@ -348,6 +364,7 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 	r.setService(name("b"), state("10.96.0.11", 80, "10.244.0.2:8080"))
 	critical := []types.NamespacedName{name("kubernetes"), name("absent")}
 
+	clock := withClock(r)
 	k.ipvs.FailNext = "add-rs 10.96.0.1:443"
 	n, errs := r.applyFirst(critical)
 	if n != 4 || len(errs) != 1 {
@@ -356,7 +373,13 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 	expectOps(t, k, "add-addr 10.96.0.1", "add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:443",
 		"add-entry KUBE-IPVS-IPS 10.96.0.1", "add-vs 10.96.0.1:443/TCP")
 
-	// The failed real server stays pending, first in line and in the full apply.
+	// The failed real server stays pending, and once its retry is due it
+	// goes first.
+	if _, errs = r.applyFirst(critical); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	expectOps(t, k)
+	clock.advance(retryFirst)
 	n, errs = r.applyFirst(critical)
 	if n != 1 || len(errs) != 0 {
 		t.Fatalf("retry = %d objects, errors %v; want the one failed virtual server", n, errs)

@@ -25,6 +25,8 @@ type runner struct {
 
 	tokens float64 // runs allowed now, refilled at one per minInterval
 	last   time.Time
+	// retry is the one pending RetryAt timer; fn sets it, on Loop's goroutine.
+	retry *time.Timer
 }
 
 func newRunner(fn func() bool, minInterval, maxInterval time.Duration) *runner {
@@ -40,9 +42,13 @@ func (r *runner) Trigger() {
 	}
 }
 
-// RetryAfter asks for a run after d, for a sync that failed.
-func (r *runner) RetryAfter(d time.Duration) {
-	time.AfterFunc(d, r.Trigger)
+// RetryAt asks for a run at t, for objects or a drift check that failed,
+// in place of the run an earlier call asked for. Only fn may call it.
+func (r *runner) RetryAt(t time.Time) {
+	if r.retry != nil {
+		r.retry.Stop()
+	}
+	r.retry = time.AfterFunc(time.Until(t), r.Trigger)
 }
 
 // wait returns how long the next run must wait for a token, taking it.

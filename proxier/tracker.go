@@ -258,6 +258,13 @@ func (t *changeTracker) input(n types.NamespacedName) serviceInput {
 	return in
 }
 
+// service returns the latest Service of that name, or nil.
+func (t *changeTracker) service(n types.NamespacedName) *v1.Service {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.services[n]
+}
+
 // pendingCounts reports queued Service and EndpointSlice edits, for metrics.
 func (t *changeTracker) pendingCounts() (services, slices int) {
 	t.mu.Lock()

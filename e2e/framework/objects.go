@@ -99,3 +99,18 @@ func (e *Env) DeleteService(ns, name string) error {
 	return e.Admin.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: discovery.LabelServiceName + "=" + name})
 }
+
+// Events lists the events in ns as "regarding-name reason note", one each.
+func (e *Env) Events(ns string) ([]string, error) {
+	ctx, cancel := Ctx()
+	defer cancel()
+	list, err := e.Admin.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ev := range list.Items {
+		out = append(out, ev.Regarding.Name+" "+ev.Reason+" "+ev.Note)
+	}
+	return out, nil
+}

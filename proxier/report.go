@@ -1,0 +1,72 @@
+package proxier
+
+import (
+	"strings"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// What one sync tells the operator of its objects at most, in log lines and
+// in Events: when the kernel refuses everything at once (a module gone), a
+// line per object would flood the log and the apiserver.
+const reportsMax = 50
+
+// report logs and posts an event for a Service's bad input, once per distinct
+// set of problems, so a periodic sync does not repeat it.
+func (p *Proxier) report(in serviceInput, problems []string) {
+	msg := strings.Join(problems, "; ")
+	if p.problems[in.name] == msg {
+		return
+	}
+	if msg == "" {
+		delete(p.problems, in.name)
+		return
+	}
+	p.problems[in.name] = msg
+	p.log.Warn("skipping invalid parts of service", zap.Stringer("service", in.name), zap.String("problems", msg))
+	if p.events != nil && in.service != nil {
+		p.events.Eventf(in.service, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", msg)
+	}
+}
+
+// reportObjects tells of objects that failed for the first time (a Warning
+// line, and a Warning Event on a Service that wants it) or recovered (an
+// Info line), sets the failed-objects gauge, and returns how many objects
+// are failed now. Retries in between are silent.
+func (p *Proxier) reportObjects() int {
+	reports := append(p.rec.takeReports(), p.setupStatus.takeReports()...)
+	evented := map[types.NamespacedName]bool{}
+	for i, r := range reports {
+		if i == reportsMax {
+			p.log.Warn("more kernel objects changed status; see the failed objects gauge", zap.Int("unlisted", len(reports)-i))
+			break
+		}
+		fields := []zap.Field{zap.String("kind", string(r.kind)), zap.String("object", r.object)}
+		if r.owner.Name != "" {
+			fields = append(fields, zap.Stringer("service", r.owner))
+		}
+		if r.err == nil {
+			p.log.Info("kernel object programmed after failing", append(fields, zap.Int("attempts", r.attempts))...)
+			continue
+		}
+		p.log.Warn("kernel refused an object; retrying it alone with backoff, the rest is programmed", append(fields, zap.Error(r.err))...)
+		if p.events == nil || r.owner.Name == "" || evented[r.owner] {
+			continue
+		}
+		if svc := p.changeTracker.service(r.owner); svc != nil {
+			evented[r.owner] = true
+			p.events.Eventf(svc, nil, v1.EventTypeWarning, "KernelRefused", "Sync",
+				"kube-ipvs-proxy on %s could not program %s %s: %v; retrying", p.cfg.NodeName, strings.ReplaceAll(string(r.kind), "_", " "), r.object, r.err)
+		}
+	}
+	total := 0
+	counts := p.rec.failedCounts()
+	counts[kindSetup] = len(p.setupStatus.failed)
+	for _, kind := range objectKinds {
+		p.metrics.FailedObjects.WithLabelValues(string(kind)).Set(float64(counts[kind]))
+		total += counts[kind]
+	}
+	return total
+}
