@@ -33,8 +33,8 @@ func TestKernelRefusesOneRealServer(t *testing.T) {
 	proxier := ourProxier(t)
 	const ns = "refused"
 	mustNamespace(t, ns)
-	a, b := mustPod(t, "refused-a", "10.244.22.1", true), mustPod(t, "refused-b", "10.244.22.2", true)
-	client := mustPod(t, "refused-client", "10.244.22.100", false)
+	a, b := mustPod(t, "refused-a", "10.244.25.1", true), mustPod(t, "refused-b", "10.244.25.2", true)
+	client := mustPod(t, "refused-client", "10.244.25.100", false)
 	broadcast := []string{"ip", "route", "add", "broadcast", b.IP.String(), "dev", "lo", "table", "local"}
 	if _, err := framework.Output(broadcast...); err != nil {
 		t.Fatal(err)
@@ -44,12 +44,12 @@ func TestKernelRefusesOneRealServer(t *testing.T) {
 
 	port := []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)}
 	mustApply(t,
-		framework.ClusterIPService(ns, "web", "10.96.22.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
+		framework.ClusterIPService(ns, "web", "10.96.25.10", framework.Port("", v1.ProtocolTCP, 80, 8080)),
 		framework.Slice(ns, "web", "web-1", port, framework.Endpoint(a.IP.String(), "", true), framework.Endpoint(b.IP.String(), "", true)),
-		framework.ClusterIPService(ns, "other", "10.96.22.11", framework.Port("", v1.ProtocolTCP, 80, 8080)),
+		framework.ClusterIPService(ns, "other", "10.96.25.11", framework.Port("", v1.ProtocolTCP, 80, 8080)),
 		framework.Slice(ns, "other", "other-1", port, framework.Endpoint(a.IP.String(), "", true)))
 
-	web, other := ap("10.96.22.10:80"), ap("10.96.22.11:80")
+	web, other := ap("10.96.25.10:80"), ap("10.96.25.11:80")
 	webKey := ipvs.Key{Address: web.Addr(), Protocol: ipvs.TCP, Port: 80}
 	refused := b.IP.String() + ":8080"
 	eventually(t, "the refused real server reported", 30*time.Second, func() error {
