@@ -1,5 +1,5 @@
-// Package iptables writes the proxier's few iptables chains. Whole chains are
-// written atomically with iptables-restore --noflush, which replaces only the
-// chains named in the input and leaves every other rule on the node alone;
-// jumps from the built-in chains are ensured one rule at a time.
+// Package iptables reads and writes the proxier's few iptables chains through
+// iptables-save and iptables-restore --noflush: one restore writes our whole
+// chains and inserts the missing jumps from the built-in chains, and leaves
+// every other rule on the node alone. Fake models both for unit tests.
 package iptables

@@ -32,18 +32,15 @@ func RuleSpec(rule []string) string {
 
 // Exec runs the iptables binaries (iptables-nft or iptables-legacy, whichever
 // the node's alternatives pick, as upstream kube-proxy's image does).
+// Only the restore and save binaries are used.
 type Exec struct {
-	IPTables, IPTablesRestore, IPTablesSave string
+	IPTablesRestore, IPTablesSave string
 }
 
 var _ Interface = Exec{}
 
-// NewIPv4 finds iptables and iptables-restore on PATH.
+// NewIPv4 finds iptables-restore and iptables-save on PATH.
 func NewIPv4() (Exec, error) {
-	ipt, err := exec.LookPath("iptables")
-	if err != nil {
-		return Exec{}, fmt.Errorf("iptables not found: %w", err)
-	}
 	restore, err := exec.LookPath("iptables-restore")
 	if err != nil {
 		return Exec{}, fmt.Errorf("iptables-restore not found: %w", err)
@@ -52,7 +49,7 @@ func NewIPv4() (Exec, error) {
 	if err != nil {
 		return Exec{}, fmt.Errorf("iptables-save not found: %w", err)
 	}
-	return Exec{IPTables: ipt, IPTablesRestore: restore, IPTablesSave: save}, nil
+	return Exec{IPTablesRestore: restore, IPTablesSave: save}, nil
 }
 
 func (e Exec) Restore(payload []byte) error {

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -16,17 +15,6 @@ import (
 
 // defaultStickyTimeout is the ClientIP affinity timeout when the Service sets none.
 const defaultStickyTimeout = 10800
-
-// ServicePortName names one port of one Service, as in kube-proxy's logs.
-type ServicePortName struct {
-	types.NamespacedName
-	Port     string
-	Protocol v1.Protocol
-}
-
-func (n ServicePortName) String() string {
-	return fmt.Sprintf("%s:%s/%s", n.NamespacedName, n.Port, n.Protocol)
-}
 
 // serviceState is the kernel state one Service asks for. It is plain data,
 // computed from API objects alone, so it can be compared and tested directly.
