@@ -1,0 +1,55 @@
+package proxier
+
+import (
+	"fmt"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// drain deletes weight-0 real servers whose connections had ended when the
+// kernel was read, from the read's counters: no request per virtual server on
+// the sync goroutine. Virtual servers written during the read wait for the
+// next drift check, as their counters may predate the write.
+func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
+	var ops []ipvs.Op
+	for k, ids := range r.draining {
+		seen, read := v.rs[k]
+		if written.vs[k] || !read {
+			continue
+		}
+		for id := range ids {
+			rs, ok := seen.get(id)
+			if !ok {
+				delete(ids, id)
+				r.haveRS[k].remove(id)
+				continue
+			}
+			if rs.ActiveConns+rs.InactiveConns == 0 {
+				ops = append(ops, ipvs.Op{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: k}, RS: rs})
+			}
+		}
+		if len(ids) == 0 {
+			delete(r.draining, k)
+		}
+	}
+	var errs []error
+	for i, err := range r.ipvs.Write(ops) {
+		k, id := ops[i].VS.Key, ops[i].RS.ID()
+		r.wroteVS(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("drain: %w", err))
+			r.rsStatus.fail(k, id, err, r.now(), r.retryMax, r.wantVS.owner(k))
+			continue
+		}
+		r.rsStatus.ok(k, id)
+		r.ops++
+		r.haveRS[k].remove(id)
+		if ids := r.draining[k]; ids != nil {
+			delete(ids, id)
+			if len(ids) == 0 {
+				delete(r.draining, k)
+			}
+		}
+	}
+	return errs
+}

@@ -1,0 +1,338 @@
+package proxier
+
+import (
+	"errors"
+	"hash/maphash"
+	"net/netip"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// kernelView is the kernel as one drift check read it.
+type kernelView struct {
+	vs    map[ipvs.Key]ipvs.VirtualServer
+	rs    map[ipvs.Key]*realSet
+	addr  map[netip.Addr]bool
+	entry map[setEntry]bool
+	// took is how long each part of the read took, for logs: at scale the
+	// kernel's side of these dumps is most of a drift check.
+	took readTimes
+	// realServersOf counts the virtual servers whose real servers were read;
+	// rs has no entry for the others (see dumpPlan).
+	realServersOf int
+	// only, when not nil, holds the keys this read looked at (the plan's
+	// believed share), the virtual servers not having been listed (see
+	// dumpPlan); vs holds those found.
+	only map[ipvs.Key]believedVS
+	// unreadSets are the sets whose entries were not listed, their counts
+	// being what the belief expected; entry has none of theirs.
+	unreadSets map[string]bool
+}
+
+type readTimes struct{ virtualServers, realServers, addresses, sets time.Duration }
+
+// writtenKeys are the keys the reconciler wrote while a kernelView was being
+// read: for them the view may be stale and the reconciler's belief is newer.
+type writtenKeys struct {
+	vs    map[ipvs.Key]bool
+	addr  map[netip.Addr]bool
+	entry map[setEntry]bool
+}
+
+// beginRead starts recording written keys and plans whose real servers the
+// read dumps; call it on the sync goroutine before readKernel starts.
+func (r *reconciler) beginRead() {
+	r.written = &writtenKeys{vs: map[ipvs.Key]bool{}, addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{}}
+	r.plan = dumpPlan{}
+	n := len(r.haveVS)
+	if !r.adopted || n <= r.dumpsMax {
+		return
+	}
+	r.plan = dumpPlan{seed: r.seed, shares: (n + r.dumpsMax - 1) / r.dumpsMax, always: map[ipvs.Key]bool{}}
+	r.plan.share = r.rounds % r.plan.shares
+	r.rounds++
+	for k := range r.draining {
+		r.plan.always[k] = true
+	}
+}
+
+// planShare completes beginRead's plan, when the read does not list the
+// virtual servers, with what the reconciler believes about its share. It
+// hashes every believed key (~0.3 s at 50k in the test VM), so a drift
+// check calls it on its own goroutine, holding l, which it releases every
+// adoptSlice keys; keys written meanwhile are marked written, and adopt
+// leaves them alone. The read takes l again to compare each set's count
+// with the belief's (see dumpPlan).
+func (r *reconciler) planShare(l sync.Locker) {
+	if r.plan.shares <= 1 || r.plan.share == 0 {
+		return
+	}
+	r.plan.counts = l
+	r.plan.believed = map[ipvs.Key]believedVS{}
+	pause := r.pacer(l)
+	for k, vs := range r.haveVS {
+		pause()
+		if r.plan.covers(k) {
+			r.plan.believed[k] = believedVS{vs: vs, reals: r.haveRS[k].len() > 0}
+		}
+	}
+}
+
+// realServerDumpsMax is the most virtual servers whose real servers one drift
+// check dumps. The kernel answers one dump per virtual server (~0.4 ms each in
+// the test VM: 20 of a 50k check's 33 s, during which syncs' writes queue
+// behind the dumps); above this, each check dumps a share and every virtual
+// server's real servers are checked within a few sync periods.
+const realServerDumpsMax = 15000
+
+// dumpPlan says whose real servers a drift check dumps: all when shares is
+// at most one, else those whose key hashes to share, and those always (real
+// servers draining, whose connection counts drain needs). Addresses are
+// read in full every time.
+//
+// The list of virtual servers is read in full only when share is 0, once
+// every shares checks: the kernel resumes that dump from the table's start
+// for every 32 KiB of answer, holding the IPVS mutex our writes need, so at
+// 50k it costs seconds and delays syncs. The other checks read just the
+// share's believed virtual servers, by their real servers; strays and
+// virtual servers whose attributes were changed by hand wait for the next
+// full list. Those checks also list only the ipsets whose entry count (read
+// from the set's header) differs from the belief's: listing a 50k-entry set
+// takes the kernel seconds, and a flushed set shows in its count.
+type dumpPlan struct {
+	seed          maphash.Seed
+	share, shares int
+	always        map[ipvs.Key]bool
+	// believed is, when the list is not read, what the reconciler believed
+	// about the virtual servers the share covers as the read began. counts
+	// is then the lock syncs hold while they write: the read holds it while
+	// it compares a set's count in the kernel with the belief's, so that a
+	// sync's writes during the read do not make the two differ.
+	believed map[ipvs.Key]believedVS
+	counts   sync.Locker
+}
+
+type believedVS struct {
+	vs    ipvs.VirtualServer
+	reals bool // whether it was believed to have real servers
+}
+
+func (p dumpPlan) covers(k ipvs.Key) bool {
+	return p.shares <= 1 || p.always[k] || maphash.Comparable(p.seed, k)%uint64(p.shares) == uint64(p.share)
+}
+
+// tableReadMax is the most virtual servers whose real servers a drift check
+// reads from /proc/net/ip_vs rather than a dump each: measured in the test VM,
+// the table read costs as much as the dumps at ~20k and is 4x cheaper at 5k.
+const tableReadMax = 5000
+
+// readKernel reads the IPv4 virtual servers with their real servers, the
+// dummy link's addresses and our ipsets' entries. Besides the kernel it
+// reads only handles, immutable fields, the plan beginRead and planShare
+// made and, holding the plan's lock, the sets' believed counts, so it may
+// run on another goroutine while apply writes.
+func (r *reconciler) readKernel() (*kernelView, error) {
+	v := &kernelView{
+		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
+		addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{},
+	}
+	start := time.Now()
+	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
+	if r.plan.believed != nil {
+		if err := r.readShare(v); err != nil {
+			return nil, err
+		}
+		lap(&v.took.realServers)
+		return r.readMembers(v, lap)
+	}
+	list, err := r.ipvs.VirtualServers()
+	if err != nil {
+		return nil, err
+	}
+	lap(&v.took.virtualServers)
+	// A small table's real servers in one read; what it misses, and a large
+	// table's planned share, a dump per virtual server (see ipvs.TableReader).
+	// A failed table read costs time, not correctness.
+	var table map[ipvs.Key][]ipvs.RealServer
+	if t, ok := r.ipvs.(ipvs.TableReader); ok && len(list) <= tableReadMax {
+		table, _ = t.AllRealServers()
+	}
+	for _, vs := range list {
+		if !vs.Address.Is4() {
+			continue
+		}
+		v.vs[vs.Key] = vs
+		reals, ok := table[vs.Key]
+		if !ok {
+			if table == nil && !r.plan.covers(vs.Key) {
+				continue
+			}
+			// None if deleted since the list was read; the next check sees it gone.
+			if reals, err = r.dumpRealServers(vs.Key); err != nil {
+				return nil, err
+			}
+		}
+		v.rs[vs.Key] = newRealSet(reals)
+		v.realServersOf++
+	}
+	lap(&v.took.realServers)
+	return r.readMembers(v, lap)
+}
+
+// dumpRealServers and getVirtualServer are a drift check's
+// per-virtual-server requests, each made after any write that is waiting
+// (see writesFirst).
+func (r *reconciler) dumpRealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
+	r.writesFirst.RLock()
+	defer r.writesFirst.RUnlock()
+	return r.ipvs.RealServers(k)
+}
+
+func (r *reconciler) getVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, error) {
+	r.writesFirst.RLock()
+	defer r.writesFirst.RUnlock()
+	return r.ipvs.GetVirtualServer(k)
+}
+
+// readShare reads the virtual servers of the plan's share without listing
+// them all: a real-server dump each, which is empty for a missing one, and
+// a request for the virtual server itself where an empty answer is what
+// the belief expects, to tell the two apart.
+func (r *reconciler) readShare(v *kernelView) error {
+	v.only = r.plan.believed
+	for k, b := range r.plan.believed {
+		reals, err := r.dumpRealServers(k)
+		if err != nil {
+			return err
+		}
+		vs := b.vs
+		if len(reals) == 0 && !b.reals {
+			got, ok, err := r.getVirtualServer(k)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			vs = got
+		}
+		// Believed present; an unexpected empty answer shows as a
+		// difference, and adopt confirms it with a request of its own.
+		v.vs[k] = vs
+		v.rs[k] = newRealSet(reals)
+		v.realServersOf++
+	}
+	return nil
+}
+
+// readMembers reads the dummy link's addresses and our ipsets' entries into
+// v, and returns v, or nil if a read failed.
+func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kernelView, error) {
+	addrs, err := r.addrs.Addresses()
+	if err != nil {
+		return nil, err
+	}
+	lap(&v.took.addresses)
+	for _, a := range addrs {
+		if a.Is4() {
+			v.addr[a] = true
+		}
+	}
+	for _, name := range r.setNames {
+		if r.plan.counts != nil {
+			r.plan.counts.Lock()
+			n, err := r.sets.Count(name)
+			believed := r.entryCount[name]
+			r.plan.counts.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			if n == believed {
+				if v.unreadSets == nil {
+					v.unreadSets = map[string]bool{}
+				}
+				v.unreadSets[name] = true
+				continue
+			}
+		}
+		entries, err := r.sets.Entries(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			v.entry[setEntry{name, e}] = true
+		}
+	}
+	lap(&v.took.sets)
+	return v, nil
+}
+
+// refresh reads the kernel, adopts it and drains, on the calling goroutine.
+func (r *reconciler) refresh() error {
+	r.beginRead()
+	r.planShare(noLock{})
+	v, err := r.readKernel()
+	if err != nil {
+		r.written = nil
+		return err
+	}
+	w, err := r.adopt(v, noLock{})
+	return errors.Join(append(r.drain(v, w), err)...)
+}
+
+// readServices reads what the named Services want from the kernel into the
+// reconciler's belief: their virtual servers with their real servers, their
+// addresses and their ipset entries. Before the first drift check has read
+// the whole kernel, it is what lets a few Services be written safely: adding
+// a virtual server that exists fails, stale real servers must be seen to be
+// removed, and objects in place must not be written again.
+func (r *reconciler) readServices(names []types.NamespacedName) error {
+	var bound map[netip.Addr]bool
+	for _, n := range names {
+		st := r.byService[n]
+		for _, v := range st.virtualServers {
+			if err := r.readVirtualServer(v.vs.Key); err != nil {
+				return err
+			}
+		}
+		if len(st.addresses) > 0 && bound == nil {
+			addrs, err := r.addrs.Addresses()
+			if err != nil {
+				return err
+			}
+			bound = make(map[netip.Addr]bool, len(addrs))
+			for _, a := range addrs {
+				bound[a] = true
+			}
+		}
+		for _, a := range st.addresses {
+			r.haveAddr[a] = bound[a]
+		}
+		for _, e := range st.entries {
+			ok, err := r.sets.Has(e.set, e.entry)
+			if err != nil {
+				return err
+			}
+			r.believeEntry(e, ok)
+		}
+	}
+	return nil
+}
+
+func (r *reconciler) readVirtualServer(k ipvs.Key) error {
+	rd, err := r.readOne(k)
+	if err != nil {
+		return err
+	}
+	if !rd.present {
+		delete(r.haveVS, k)
+		delete(r.haveRS, k)
+		return nil
+	}
+	r.haveVS[k], r.haveRS[k] = rd.vs, rd.rs
+	return nil
+}
