@@ -316,6 +316,12 @@ func run(c *cli.Context) error {
 	}
 
 	p := proxier.New(cfg, kernel, log, health, m, recorder)
+	// The critical Services' own small list and watch first: the proxier
+	// programs them from it long before the cluster-wide list completes.
+	critical := p.Critical()
+	if err := informers.StartCritical(ctx, client, cfg.CriticalServices, c.Duration("config-sync-period"), critical, critical, critical.Stop); err != nil {
+		return err
+	}
 	if err := informers.Start(ctx, client, cfg.NodeName, c.Duration("config-sync-period"), p, p, p); err != nil {
 		return err
 	}

@@ -56,20 +56,12 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 		}))
 
 	svcInf := filtered.Core().V1().Services().Informer()
-	svcReg, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { with(o, svc.OnServiceAdd) },
-		UpdateFunc: func(old, cur any) { with2(old, cur, svc.OnServiceUpdate) },
-		DeleteFunc: func(o any) { with(o, svc.OnServiceDelete) },
-	})
+	svcReg, err := svcInf.AddEventHandler(serviceEvents(svc))
 	if err != nil {
 		return fmt.Errorf("service handler: %w", err)
 	}
 	epsInf := filtered.Discovery().V1().EndpointSlices().Informer()
-	epsReg, err := epsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { with(o, eps.OnEndpointSliceAdd) },
-		UpdateFunc: func(old, cur any) { with2(old, cur, eps.OnEndpointSliceUpdate) },
-		DeleteFunc: func(o any) { with(o, eps.OnEndpointSliceDelete) },
-	})
+	epsReg, err := epsInf.AddEventHandler(sliceEvents(eps))
 	if err != nil {
 		return fmt.Errorf("endpointslice handler: %w", err)
 	}
@@ -91,6 +83,22 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 	go whenSynced(ctx, svcReg.HasSynced, svc.OnServicesSynced)
 	go whenSynced(ctx, epsReg.HasSynced, eps.OnEndpointSlicesSynced)
 	return nil
+}
+
+func serviceEvents(h ServiceHandler) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { with(o, h.OnServiceAdd) },
+		UpdateFunc: func(old, cur any) { with2(old, cur, h.OnServiceUpdate) },
+		DeleteFunc: func(o any) { with(o, h.OnServiceDelete) },
+	}
+}
+
+func sliceEvents(h EndpointSliceHandler) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { with(o, h.OnEndpointSliceAdd) },
+		UpdateFunc: func(old, cur any) { with2(old, cur, h.OnEndpointSliceUpdate) },
+		DeleteFunc: func(o any) { with(o, h.OnEndpointSliceDelete) },
+	}
 }
 
 // Slim is the informers' transform: it drops what nothing here reads from

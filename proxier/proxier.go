@@ -83,8 +83,16 @@ type Proxier struct {
 	reads    chan kernelRead
 	problems map[types.NamespacedName]string
 	// earlySetup delivers the result of the kernel setup Run starts while
-	// the informers list; nil once the first sync has taken it, or without Run.
+	// the informers list; nil once a sync has taken it, or without Run.
 	earlySetup chan error
+	// setUp says setupKernel has succeeded once, so the first sync need not
+	// set the kernel up again.
+	setUp bool
+	// critical tracks the critical Services alone, fed by their own small
+	// informers (see Critical), until the cluster-wide caches have synced;
+	// then criticalStop is closed and critical set to nil.
+	critical     *changeTracker
+	criticalStop chan struct{}
 }
 
 // New builds a proxier; nothing touches the kernel before Run.
@@ -108,7 +116,29 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
+	critical := newChangeTracker(nil)
+	critical.onChange = func() {
+		if critical.synced() {
+			p.runner.Trigger()
+		}
+	}
+	p.critical, p.criticalStop = critical, make(chan struct{})
 	return p
+}
+
+// CriticalFeed takes the events of the critical Services' own informers
+// (informers.StartCritical); Stop closes once the cluster-wide caches have
+// synced and the feed is no longer read.
+type CriticalFeed struct {
+	*changeTracker
+	Stop <-chan struct{}
+}
+
+// Critical returns the feed for the critical Services' own informers, so
+// that they are programmed within a second of start at any scale, long
+// before the cluster-wide list completes.
+func (p *Proxier) Critical() CriticalFeed {
+	return CriticalFeed{changeTracker: p.critical, Stop: p.criticalStop}
 }
 
 func (p *Proxier) queued() {
@@ -223,6 +253,9 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.changeTracker.synced() {
+		if p.critical != nil && p.critical.synced() {
+			return p.programCriticalEarly()
+		}
 		p.log.Debug("skipping sync: informer caches not synced yet")
 		return false
 	}
@@ -232,13 +265,21 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	first := p.lastFull.IsZero()
 	if first {
 		p.log.Info("informer caches synced; first sync")
+		if p.critical != nil {
+			close(p.criticalStop)
+			p.critical = nil
+		}
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	setUp := false
+	setUp := p.setUp
 	if first {
-		setUp = p.takeEarlySetup()
-		setUp = p.programCritical(p.changeTracker.peek(p.cfg.CriticalServices), setUp)
+		if !setUp {
+			setUp = p.takeEarlySetup()
+		}
+		inputs := p.changeTracker.peek(p.cfg.CriticalServices)
+		p.warnMissingCritical(inputs)
+		setUp = p.programCritical(inputs, setUp)
 	} else if p.setupStatus.failed[setupKey] != nil && !p.setupStatus.waiting(setupKey, start) {
 		p.recordSetup(p.setupKernel(false))
 	}
@@ -441,8 +482,8 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 // sync, before the other Services are computed and the whole kernel is read
 // (seconds at 10k Services): it computes them alone, sets the kernel up and
 // reads just their objects. It runs before the tracker's inputs are taken,
-// from a peek at the critical ones, and returns whether the kernel setup has
-// run (setUp: it already had).
+// from a peek at the critical ones, and returns whether the kernel is set up
+// (setUp: it already was).
 func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	start := time.Now()
 	var names []types.NamespacedName
@@ -455,30 +496,57 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 		p.rec.setService(in.name, st)
 		names = append(names, in.name)
 	}
-	if missing := len(p.cfg.CriticalServices) - len(names); missing > 0 {
-		var absent []string
-		for _, n := range p.cfg.CriticalServices {
-			if !slices.Contains(names, n) {
-				absent = append(absent, n.String())
-			}
-		}
-		p.log.Warn("critical services not found; check --critical-services (a Service created later is programmed like any other)",
-			zap.Strings("missing", absent))
-	}
 	if len(names) == 0 {
 		return setUp
 	}
 	// The glue is not read back here: that can wait for the first drift check.
 	if !setUp {
-		p.recordSetup(p.setupKernel(false))
+		err := p.setupKernel(false)
+		p.recordSetup(err)
+		setUp = err == nil
 	}
 	if err := p.rec.readServices(names); err != nil {
 		p.log.Warn("could not read the critical services' kernel objects; they wait for the full read", zap.Error(err))
-		return true
+		return setUp
 	}
 	n, errs := p.rec.applyFirst(names)
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))
+	return setUp
+}
+
+// warnMissingCritical warns of critical Services the first sync finds no
+// input for.
+func (p *Proxier) warnMissingCritical(inputs []serviceInput) {
+	var absent []string
+	for _, n := range p.cfg.CriticalServices {
+		if !slices.ContainsFunc(inputs, func(in serviceInput) bool { return in.name == n && in.service != nil }) {
+			absent = append(absent, n.String())
+		}
+	}
+	if len(absent) > 0 {
+		p.log.Warn("critical services not found; check --critical-services (a Service created later is programmed like any other)",
+			zap.Strings("missing", absent))
+	}
+}
+
+// programCriticalEarly programs the critical Services from their own
+// informers while the cluster-wide caches still list, and again whenever
+// they change before then. The first sync programs them once more from the
+// cluster-wide caches, writing only what differs.
+func (p *Proxier) programCriticalEarly() (applied bool) {
+	inputs := p.critical.take(false)
+	if len(inputs) == 0 {
+		return false
+	}
+	if !p.setUp {
+		p.setUp = p.takeEarlySetup()
+	}
+	p.setUp = p.programCritical(inputs, p.setUp)
+	p.reportObjects()
+	if retry := p.nextRetry(); !retry.IsZero() {
+		p.runner.RetryAt(retry)
+	}
 	return true
 }
 

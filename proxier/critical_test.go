@@ -1,0 +1,82 @@
+package proxier
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The critical Services are programmed from their own feed, with the
+// iptables glue, while the cluster-wide caches still list; an endpoint
+// change on the feed is programmed too. Once the caches sync, the feed is
+// stopped and the first sync writes nothing more for them.
+func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
+	p, k, ipt, _ := newTestProxier(t)
+	p.cfg.CriticalServices = []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}
+	feed := p.Critical()
+
+	api := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	api.Namespace, api.Name = "default", "kubernetes"
+	eps := func(ips ...string) *discovery.EndpointSlice {
+		var list []ep
+		for _, ip := range ips {
+			list = append(list, ep{ip: ip})
+		}
+		s := slice("kubernetes", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, list...)
+		s.Namespace, s.Labels[discovery.LabelServiceName] = "default", "kubernetes"
+		return s
+	}
+	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web.Name = "web"
+
+	feed.OnServiceAdd(api)
+	feed.OnEndpointSliceAdd(eps("10.0.2.100"))
+	p.OnServiceAdd(web) // the cluster-wide list is under way
+	p.SyncNow()
+	if k.ipvs.Dump() != "" {
+		t.Fatalf("programmed before the critical feed had its list:\n%s", k.ipvs.Dump())
+	}
+
+	feed.OnServicesSynced()
+	feed.OnEndpointSlicesSynced()
+	p.SyncNow()
+	if got, want := k.ipvs.Dump(), "-A 10.96.0.1:443/TCP -s rr\n-a 10.96.0.1:443/TCP -r 10.0.2.100:6443 -w 1"; got != want {
+		t.Fatalf("before the caches synced the kernel holds\n%s\nwant default/kubernetes alone:\n%s", got, want)
+	}
+	if k.links.Dump() != "10.96.0.1" || !strings.Contains(k.sets.Dump(), "add KUBE-CLUSTER-IP 10.96.0.1,tcp:443") {
+		t.Fatalf("address or entries missing:\n%s\n%s", k.links.Dump(), k.sets.Dump())
+	}
+	if saved, _ := ipt.Save(); !strings.Contains(string(saved), "-A KUBE-POSTROUTING") {
+		t.Fatal("the masquerade glue is not in place for the critical Service")
+	}
+
+	feed.OnEndpointSliceUpdate(eps("10.0.2.100"), eps("10.0.2.100", "10.0.2.101"))
+	p.SyncNow()
+	if !strings.Contains(k.ipvs.Dump(), "-r 10.0.2.101:6443") {
+		t.Fatalf("an endpoint added before the caches synced was not programmed:\n%s", k.ipvs.Dump())
+	}
+
+	// The caches sync with the same objects.
+	k.ops()
+	p.OnServiceAdd(api)
+	p.OnEndpointSliceAdd(eps("10.0.2.100", "10.0.2.101"))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	for _, op := range k.ops() {
+		if strings.Contains(op, "10.96.0.1:") || strings.HasSuffix(op, " 10.96.0.1") || strings.Contains(op, " 10.96.0.1,") {
+			t.Errorf("the first sync rewrote default/kubernetes: %s", op)
+		}
+	}
+	if !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP") {
+		t.Fatal("the first sync did not program the other Services")
+	}
+	select {
+	case <-feed.Stop:
+	default:
+		t.Fatal("the critical feed is not stopped after the caches synced")
+	}
+}
