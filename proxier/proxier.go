@@ -135,8 +135,7 @@ type CriticalFeed struct {
 }
 
 // Critical returns the feed for the critical Services' own informers, so
-// that they are programmed within a second of start at any scale, long
-// before the cluster-wide list completes.
+// that they are programmed long before the cluster-wide list completes.
 func (p *Proxier) Critical() CriticalFeed {
 	return CriticalFeed{changeTracker: p.critical, Stop: p.criticalStop}
 }
