@@ -60,9 +60,8 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 		}
 	}
 
-	adoptMembers(v.addr, r.haveAddr, r.dirtyAddr, w.addr, r.believeAddr, nil, pause)
-	adoptMembers(v.entry, r.haveEntry, r.dirtyEntry, w.entry, r.believeEntry,
-		func(e setEntry) bool { return v.unreadSets[e.set] }, pause)
+	adoptMembers(v.addr, r.addresses(), w.addr, nil, pause)
+	adoptMembers(v.entry, r.entries(), w.entry, func(e setEntry) bool { return v.unreadSets[e.set] }, pause)
 
 	for k := range r.draining {
 		if _, ok := r.haveVS[k]; !ok {
@@ -128,23 +127,23 @@ func (r *reconciler) ours(k ipvs.Key) bool {
 	return wanted
 }
 
-// adoptMembers gives the belief about a set (addresses, ipset entries) a
-// read's answer for each member either holds, through believe, except
-// members written since the read began and those unread (nil: none),
-// marking dirty those where the two differed.
-func adoptMembers[K comparable](read, belief, dirty, written map[K]bool, believe func(K, bool), unread func(K) bool, pause func()) {
+// adoptMembers gives the belief about one kind of member (addresses, ipset
+// entries) a read's answer for each member either holds, except members
+// written since the read began and those unread (nil: none), marking dirty
+// those where the two differed.
+func adoptMembers[K comparable](read map[K]bool, m members[K], written map[K]bool, unread func(K) bool, pause func()) {
 	adopt := func(k K) {
-		if written[k] || read[k] == belief[k] || unread != nil && unread(k) {
+		if written[k] || read[k] == m.have[k] || unread != nil && unread(k) {
 			return
 		}
-		believe(k, read[k])
-		dirty[k] = true
+		m.believe(k, read[k])
+		(*m.dirty)[k] = true
 	}
 	for k := range read {
 		pause()
 		adopt(k)
 	}
-	for k := range belief {
+	for k := range m.have {
 		pause()
 		adopt(k)
 	}

@@ -60,86 +60,102 @@ func writeLane[K comparable](write func(add bool, retry map[K]bool) (int, []erro
 	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
 }
 
+// members is one kind of member object (addresses, ipset entries) as an
+// apply's lane and a drift check's adopt see it: the same steps for both.
+type members[K comparable] struct {
+	dirty   *map[K]bool // a pointer: an apply replaces the map while adopt pauses
+	want    owners[K, struct{}]
+	have    map[K]bool
+	status  *statusTable[K]
+	believe func(K, bool)
+	wrote   func(K)
+}
+
+func (r *reconciler) addresses() members[netip.Addr] {
+	return members[netip.Addr]{&r.dirtyAddr, r.wantAddr, r.haveAddr, &r.addrStatus, r.believeAddr, r.wroteAddr}
+}
+
+func (r *reconciler) entries() members[setEntry] {
+	return members[setEntry]{&r.dirtyEntry, r.wantEntry, r.haveEntry, &r.entryStatus, r.believeEntry, r.wroteEntry}
+}
+
+// pick returns the dirty keys one pass writes: with add, the wanted ones the
+// kernel lacks, else the unwanted ones it holds. Keys already as wanted are
+// done; those whose retry is not due go to retry.
+func (m members[K]) pick(add bool, now time.Time, retry map[K]bool) []K {
+	var keys []K
+	for k := range *m.dirty {
+		switch _, want := m.want[k]; {
+		case want != add: // the other pass's
+		case m.have[k] == add:
+			m.status.ok(k)
+		case m.status.waiting(k, now):
+			retry[k] = true
+		default:
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// record takes the kernel's answer to writing keys: a key written is
+// believed and done, a key refused goes to retry with its failure. It
+// returns how many were written and the errors.
+func (m members[K]) record(keys []K, results []error, add bool, now time.Time, retryMax time.Duration, retry map[K]bool) (int, []error) {
+	var errs []error
+	n := 0
+	for i, err := range results {
+		k := keys[i]
+		m.wrote(k)
+		if err != nil {
+			errs = append(errs, err)
+			retry[k] = true
+			m.status.fail(k, err, now, retryMax, m.want.owner(k))
+			continue
+		}
+		m.status.ok(k)
+		m.believe(k, add)
+		n++
+	}
+	return n, errs
+}
+
 // writeAddresses binds the dirty addresses that are wanted and missing
 // (add) or unbinds those bound and unwanted, and says how many it wrote.
 // Failed writes go to retry.
 func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, []error) {
-	now := r.now()
-	var addrs []netip.Addr
-	for a := range r.dirtyAddr {
-		switch _, want := r.wantAddr.get(a); {
-		case want != add: // the other pass's
-		case r.haveAddr[a] == add:
-			r.addrStatus.ok(a)
-		case r.addrStatus.waiting(a, now):
-			retry[a] = true
-		default:
-			addrs = append(addrs, a)
-		}
-	}
+	m, now := r.addresses(), r.now()
+	addrs := m.pick(add, now, retry)
 	write := r.addrs.DeleteAddresses
 	if add {
 		write = r.addrs.AddAddresses
 	}
-	var errs []error
-	n := 0
-	for i, err := range write(addrs) {
-		a := addrs[i]
-		r.wroteAddr(a)
-		if err != nil {
-			errs = append(errs, err)
-			retry[a] = true
-			r.addrStatus.fail(a, err, now, r.retryMax, r.wantAddr.owner(a))
-			continue
-		}
-		r.addrStatus.ok(a)
-		n++
-		if add {
-			r.haveAddr[a] = true
-		} else {
-			delete(r.haveAddr, a)
-		}
-	}
-	return n, errs
+	return m.record(addrs, write(addrs), add, now, r.retryMax, retry)
 }
 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
 // deletes those present and unwanted, a batch per set, and says how many it
 // wrote. Failed writes go to retry.
 func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) (int, []error) {
-	now := r.now()
-	bySet := map[string][]ipset.Entry{}
-	for e := range r.dirtyEntry {
-		switch _, want := r.wantEntry.get(e); {
-		case want != add: // the other pass's
-		case r.haveEntry[e] == add:
-			r.entryStatus.ok(e)
-		case r.entryStatus.waiting(e, now):
-			retry[e] = true
-		default:
-			bySet[e.set] = append(bySet[e.set], e.entry)
-		}
+	m, now := r.entries(), r.now()
+	bySet := map[string][]setEntry{}
+	for _, e := range m.pick(add, now, retry) {
+		bySet[e.set] = append(bySet[e.set], e)
+	}
+	write := r.sets.DeleteEntries
+	if add {
+		write = r.sets.AddEntries
 	}
 	var errs []error
 	n := 0
-	for set, entries := range bySet {
-		write := r.sets.DeleteEntries
-		if add {
-			write = r.sets.AddEntries
+	for set, keys := range bySet {
+		entries := make([]ipset.Entry, len(keys))
+		for i, k := range keys {
+			entries[i] = k.entry
 		}
-		for i, err := range write(set, entries) {
-			e := setEntry{set, entries[i]}
-			r.wroteEntry(e)
-			if err != nil {
-				errs = append(errs, err)
-				retry[e] = true
-				r.entryStatus.fail(e, err, now, r.retryMax, r.wantEntry.owner(e))
-				continue
-			}
-			r.entryStatus.ok(e)
-			n++
-			r.believeEntry(e, add)
-		}
+		written, failed := m.record(keys, write(set, entries), add, now, r.retryMax, retry)
+		n += written
+		errs = append(errs, failed...)
 	}
 	return n, errs
 }

@@ -31,12 +31,18 @@ func (r *recordedEvents) Eventf(_, _ runtime.Object, eventtype, reason, _, note 
 }
 
 func newTestProxier(t *testing.T) (*Proxier, fakeKernel, *iptables.Fake, *recordedEvents) {
+	return newLoggingProxier(t, zap.NewNop(), healthz.New(time.Minute))
+}
+
+// newLoggingProxier is newTestProxier with a logger and health state of the
+// test's own.
+func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*Proxier, fakeKernel, *iptables.Fake, *recordedEvents) {
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	ipt := &iptables.Fake{}
 	ev := &recordedEvents{}
 	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
 		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt},
-		zap.NewNop(), healthz.New(time.Minute), metrics.New(), ev)
+		log, health, metrics.New(), ev)
 	return p, k, ipt, ev
 }
 

@@ -125,6 +125,17 @@ func expectKernelOf(t *testing.T, k fakeKernel, final map[int]serviceState) {
 	}
 }
 
+// mustRead starts a drift check's read and reads the kernel.
+func mustRead(t *testing.T, r *reconciler) *kernelView {
+	t.Helper()
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func mustAdopt(t *testing.T, r *reconciler, v *kernelView) *writtenKeys {
 	t.Helper()
 	w, err := r.adopt(v, noLock{})
@@ -407,11 +418,7 @@ func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing
 
 	// The read sees the quiesced server idle, but the virtual server is
 	// written while the read is in flight: its counters may be stale.
-	r.beginRead()
-	v, err := r.readKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mustRead(t, r)
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.3:8080"))
 	mustApply(t, r)
 	if errs := r.drain(v, mustAdopt(t, r, v)); len(errs) > 0 {
@@ -436,11 +443,7 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 
 	// A dump resumed by position while the table changed skipped a real
 	// server of one virtual server and the whole of another.
-	r.beginRead()
-	v, err := r.readKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mustRead(t, r)
 	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
 	v.rs[a].remove(netip.MustParseAddrPort("10.244.0.2:8080"))
@@ -538,11 +541,7 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	}
 	k.ops()
 
-	r.beginRead()
-	v, err := r.readKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mustRead(t, r)
 	// While adopt pauses, a sync changes a, deletes b and adds c: the read
 	// has a's old real server, has b and lacks c, and must undo none of it.
 	l := &betweenSlices{sync: func() {
@@ -596,11 +595,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	mustApply(t, r)
 
 	var mu sync.Mutex
-	r.beginRead()
-	v, err := r.readKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mustRead(t, r)
 	done := make(chan *writtenKeys)
 	go func() {
 		mu.Lock()

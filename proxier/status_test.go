@@ -14,12 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 )
 
 // twoWebServices feeds p Service ns/web (10.96.0.10:80 → 10.244.0.1 and
@@ -101,13 +96,9 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 
 	for _, c := range cases {
 		t.Run(string(c.kind), func(t *testing.T) {
-			k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 			logs, seen := observer.New(zapcore.DebugLevel)
-			ev := &recordedEvents{}
 			health := healthz.New(20 * time.Millisecond)
-			p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
-				Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
-				zap.New(logs), health, metrics.New(), ev)
+			p, k, _, ev := newLoggingProxier(t, zap.New(logs), health)
 			clock := withClock(p.rec)
 			k.ipvs.Refuse(c.refuse)
 			k.links.Refuse(c.refuse)
