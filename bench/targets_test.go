@@ -92,3 +92,22 @@ func TestTargetsCompareFiftyWithTenThousand(t *testing.T) {
 		t.Errorf("targets section without records: %q", s)
 	}
 }
+
+func TestTargetsJudgeCriticalServicesAcrossScales(t *testing.T) {
+	cold := func(n int, readyMs float64) record {
+		return record{Proxier: "kube-ipvs-proxy", Scenario: "cold-start", Services: n, KubernetesReadyMs: ptr(readyMs)}
+	}
+	got := map[string]target{}
+	for _, tg := range targets([]record{cold(100, 900), cold(10000, 1700), cold(50000, 2100)}) {
+		got[tg.scale] = tg
+	}
+	if v := got["10k"].verdict; v != "met" || got["10k"].name != "default/kubernetes from exec within 1 s of 100's" {
+		t.Errorf("10k: %+v, want met against 100's", got["10k"])
+	}
+	if v := got["50k"].verdict; v != "**not met**" {
+		t.Errorf("50k, 1.2 s later than at 100: verdict %q, want not met", v)
+	}
+	if _, ok := got["100"]; ok {
+		t.Error("the smallest scale is judged against itself")
+	}
+}
