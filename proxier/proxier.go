@@ -110,10 +110,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		names[i] = s.Name
 	}
 	p.glue = &glue{ipt: k.IPTables, cfg: &p.cfg}
-	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded)
-	if cfg.SyncPeriod > 0 {
-		p.rec.retryMax = cfg.SyncPeriod
-	}
+	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded, cfg.SyncPeriod)
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	critical := newChangeTracker(nil)

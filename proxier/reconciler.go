@@ -94,7 +94,15 @@ type reconciler struct {
 // applyTimes splits an apply's time by the kind of kernel object written.
 type applyTimes struct{ addresses, entries, virtualServers time.Duration }
 
-func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, setNames []string, excluded func(netip.Addr) bool) *reconciler {
+// defaultRetryMax is kube-proxy's default sync period.
+const defaultRetryMax = 30 * time.Second
+
+// newReconciler writes to v, a and s; retryMax caps a failed object's retry
+// delay (defaultRetryMax if zero).
+func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, setNames []string, excluded func(netip.Addr) bool, retryMax time.Duration) *reconciler {
+	if retryMax <= 0 {
+		retryMax = defaultRetryMax
+	}
 	return &reconciler{
 		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
 		byService:  map[types.NamespacedName]serviceState{},
@@ -115,7 +123,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}},
 		addrStatus:  newStatusTable[netip.Addr](kindAddress),
 		entryStatus: newStatusTable[setEntry](kindSetEntry),
-		retryMax:    30 * time.Second,
+		retryMax:    retryMax,
 		now:         time.Now,
 
 		adoptSlice: 250,

@@ -106,7 +106,7 @@ func BenchmarkConvergedHeap(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		var k sinkKernel
-		r := newReconciler(k, k, k, []string{setClusterIP, setIPVSIPs}, func(netip.Addr) bool { return false })
+		r := newReconciler(k, k, k, []string{setClusterIP, setIPVSIPs}, func(netip.Addr) bool { return false }, 0)
 		for s := 0; s < 10000; s++ {
 			service := svc(fmt.Sprintf("10.96.%d.%d", s>>8, s&0xff), port("http", v1.ProtocolTCP, 80))
 			service.Name = fmt.Sprint("s", s)

@@ -41,7 +41,7 @@ func (k fakeKernel) reconciler() *reconciler {
 	}
 	return newReconciler(k.ipvs, k.links, k.sets, names, func(a netip.Addr) bool {
 		return netip.MustParsePrefix("10.0.0.0/24").Contains(a)
-	})
+	}, 0)
 }
 
 // ops returns every kernel write since the last call, sorted.
@@ -1116,7 +1116,7 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 	for i, s := range ipv4Sets {
 		names[i] = s.Name
 	}
-	r := newReconciler(v, a, k.sets, names, func(netip.Addr) bool { return false })
+	r := newReconciler(v, a, k.sets, names, func(netip.Addr) bool { return false }, 0)
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
