@@ -180,6 +180,14 @@ func (p *Proxier) takeEarlySetup() bool {
 	return err == nil
 }
 
+// retryMax caps the retry delay of a failed setup: the sync period.
+func (p *Proxier) retryMax() time.Duration {
+	if p.cfg.SyncPeriod > 0 {
+		return p.cfg.SyncPeriod
+	}
+	return defaultRetryMax
+}
+
 // setupKey names setupKernel's work in setupStatus.
 const setupKey = "kube-ipvs0, ipsets and iptables chains"
 
@@ -189,7 +197,7 @@ func (p *Proxier) recordSetup(err error) {
 		p.setupStatus.ok(setupKey)
 		return
 	}
-	p.setupStatus.fail(setupKey, err, time.Now(), p.rec.retryMax, types.NamespacedName{})
+	p.setupStatus.fail(setupKey, err, time.Now(), p.retryMax(), types.NamespacedName{})
 }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
@@ -286,16 +294,15 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.metrics.EndpointChangesPending.Set(float64(e))
 	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 
-	opsBefore := p.rec.ops
-	p.rec.applied = applyTimes{}
 	read, err := p.sync(inputs, first, setUp, due, inline)
+	done := p.rec.takeWork()
 	full := read != nil
 	elapsed := time.Since(start)
 	if full {
 		elapsed = time.Since(read.started)
 	}
 	p.metrics.ObserveSync(elapsed, full)
-	p.metrics.KernelOpsTotal.Add(float64(p.rec.ops - opsBefore))
+	p.metrics.KernelOpsTotal.Add(float64(done.ops))
 	failed := p.reportObjects()
 	retry := p.nextRetry()
 	if err != nil {
@@ -339,11 +346,11 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.health.Updated()
 	p.metrics.LastSyncTimestamp.SetToCurrentTime()
 	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
-		zap.Int("kernelOps", p.rec.ops-opsBefore), zap.Int("failedObjects", failed), zap.Duration("took", elapsed),
+		zap.Int("kernelOps", done.ops), zap.Int("failedObjects", failed), zap.Duration("took", elapsed),
 		// Where a slow change went: waiting for a drift check's adopt, and
 		// the kernel writes by kind.
-		zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", p.rec.applied.addresses),
-		zap.Duration("writeEntries", p.rec.applied.entries), zap.Duration("writeVirtualServers", p.rec.applied.virtualServers)}
+		zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", done.times.addresses),
+		zap.Duration("writeEntries", done.times.entries), zap.Duration("writeVirtualServers", done.times.virtualServers)}
 	if full {
 		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read), zap.Duration("adopt", read.adopt))
 		if read.view != nil {
@@ -387,7 +394,7 @@ func (p *Proxier) readKernel(setUp bool) kernelRead {
 // written keys.
 func (p *Proxier) adopt(r *kernelRead, l sync.Locker) {
 	if r.view == nil {
-		p.rec.written = nil
+		p.rec.endRead()
 		return
 	}
 	start := time.Now()

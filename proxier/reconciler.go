@@ -84,12 +84,27 @@ type reconciler struct {
 	// holding writes off for a whole listing cost a sync 3 s.
 	writesFirst sync.RWMutex
 
-	// ops counts kernel writes, for logs and tests.
-	ops int
-	// applied adds up how long applies spent on each kind, for logs; the
-	// proxier resets it for every sync.
+	// ops counts kernel writes and applied adds up how long applies spent
+	// on each kind, since the last takeWork.
+	ops     int
 	applied applyTimes
 }
+
+// work is what the reconciler wrote since the last takeWork, for metrics
+// and logs.
+type work struct {
+	ops   int
+	times applyTimes
+}
+
+func (r *reconciler) takeWork() work {
+	w := work{r.ops, r.applied}
+	r.ops, r.applied = 0, applyTimes{}
+	return w
+}
+
+// endRead stops recording written keys, for a read that failed.
+func (r *reconciler) endRead() { r.written = nil }
 
 // applyTimes splits an apply's time by the kind of kernel object written.
 type applyTimes struct{ addresses, entries, virtualServers time.Duration }
