@@ -10,6 +10,13 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
+// churnWorkers write in parallel; a Service always goes to the same worker,
+// so its writes keep their order and the final state is known.
+const churnWorkers = 48
+
+// churnBase is where the churn scenario's endpoints live.
+var churnBase = netip.MustParseAddr("10.210.0.0")
+
 // churn changes one endpoint o.churnRate times per second for
 // o.churnDuration (adding an endpoint to a Service, or removing the one added
 // before), then waits until the kernel holds exactly the final state. Latency

@@ -347,13 +347,6 @@ func setLatencies(r *record, fromSent, fromWritten []time.Duration) {
 	r.AnswerP50ms, r.AnswerP99ms = ptr(p50), ptr(p99)
 }
 
-// churnWorkers write in parallel; a Service always goes to the same worker,
-// so its writes keep their order and the final state is known.
-const churnWorkers = 48
-
-// churnBase is where the churn scenario's endpoints live.
-var churnBase = netip.MustParseAddr("10.210.0.0")
-
 // syncCount is how many full syncs the proxier has done. Ours counts drift
 // checks apart from partial syncs; every upstream IPVS sync is a full one.
 func syncCount(m series) float64 {
