@@ -1,6 +1,8 @@
 package proxier
 
 import (
+	"iter"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -22,15 +24,22 @@ import (
 // of virtual servers in the test VM, one after the other. A key whose
 // kernel write fails stays dirty, and its object's status (see statusTable)
 // says when an apply retries it. The errors are this apply's failed writes.
-func (r *reconciler) apply() []error {
+func (r *reconciler) apply() []error { return r.write(nil) }
+
+// write is apply for every dirty key, or, given first, for those keys alone.
+func (r *reconciler) write(first *priority) []error {
 	r.writesFirst.Lock()
 	defer r.writesFirst.Unlock()
+	vsKeys, addrKeys, entryKeys := allKeys(&r.dirtyVS), allKeys(&r.dirtyAddr), allKeys(&r.dirtyEntry)
+	if first != nil {
+		vsKeys.only, addrKeys.only, entryKeys.only = &first.vs, &first.addr, &first.entry
+	}
 	var addrs, entries lane
 	var wg sync.WaitGroup
-	wg.Go(func() { addrs = writeLane(r.writeAddresses, &r.dirtyAddr) })
-	wg.Go(func() { entries = writeLane(r.writeEntries, &r.dirtyEntry) })
+	wg.Go(func() { addrs = writeLane(r.writeAddresses, addrKeys) })
+	wg.Go(func() { entries = writeLane(r.writeEntries, entryKeys) })
 	start := time.Now()
-	vsErrs := r.syncVirtualServers()
+	vsErrs := r.syncVirtualServers(vsKeys)
 	r.applied.virtualServers += time.Since(start)
 	wg.Wait()
 	r.ops += addrs.ops + entries.ops
@@ -46,17 +55,47 @@ type lane struct {
 	took time.Duration
 }
 
+// keys are the keys of one kind an apply looks at: every dirty key, or only
+// a priority few of them (the critical Services').
+type keys[K comparable] struct {
+	dirty *map[K]bool
+	only  *[]K // nil: all of *dirty
+}
+
+func allKeys[K comparable](dirty *map[K]bool) keys[K] { return keys[K]{dirty: dirty} }
+
+func (k keys[K]) each() iter.Seq[K] {
+	if k.only == nil {
+		return maps.Keys(*k.dirty)
+	}
+	return slices.Values(*k.only)
+}
+
+// settle leaves dirty of the keys looked at exactly those pending. After
+// looking at all, the dirty set is replaced by pending rather than emptied:
+// a map keeps the size it once had, and a cold start's dirty sets are the
+// cluster.
+func (k keys[K]) settle(pending map[K]bool) {
+	if k.only == nil {
+		*k.dirty = pending
+		return
+	}
+	for _, key := range *k.only {
+		if !pending[key] {
+			delete(*k.dirty, key)
+		}
+	}
+}
+
 // writeLane is apply's lane for one kind of member (addresses, ipset
 // entries): additions first, so new Services answer as early as possible,
-// then removals. What failed or waits for its retry stays dirty: the dirty
-// set is replaced by those keys rather than emptied, as a map keeps the size it once had, and a
-// cold start's dirty sets are the cluster.
-func writeLane[K comparable](write func(add bool, retry map[K]bool) (int, []error), dirty *map[K]bool) lane {
+// then removals. What failed or waits for its retry stays dirty.
+func writeLane[K comparable](write func(add bool, keys iter.Seq[K], retry map[K]bool) (int, []error), k keys[K]) lane {
 	start := time.Now()
 	retry := map[K]bool{}
-	added, errs := write(true, retry)
-	removed, more := write(false, retry)
-	*dirty = retry
+	added, errs := write(true, k.each(), retry)
+	removed, more := write(false, k.each(), retry)
+	k.settle(retry)
 	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
 }
 
@@ -79,12 +118,12 @@ func (r *reconciler) entries() members[setEntry] {
 	return members[setEntry]{&r.dirtyEntry, r.wantEntry, r.haveEntry, &r.entryStatus, r.believeEntry, r.wroteEntry}
 }
 
-// pick returns the dirty keys one pass writes: with add, the wanted ones the
+// pick returns the keys one pass writes: with add, the wanted ones the
 // kernel lacks, else the unwanted ones it holds. Keys already as wanted are
 // done; those whose retry is not due go to retry.
-func (m members[K]) pick(add bool, now time.Time, retry map[K]bool) []K {
+func (m members[K]) pick(add bool, dirty iter.Seq[K], now time.Time, retry map[K]bool) []K {
 	var keys []K
-	for k := range *m.dirty {
+	for k := range dirty {
 		switch _, want := m.want[k]; {
 		case want != add: // the other pass's
 		case m.have[k] == add:
@@ -123,9 +162,9 @@ func (m members[K]) record(keys []K, results []error, add bool, now time.Time, r
 // writeAddresses binds the dirty addresses that are wanted and missing
 // (add) or unbinds those bound and unwanted, and says how many it wrote.
 // Failed writes go to retry.
-func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, []error) {
+func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry map[netip.Addr]bool) (int, []error) {
 	m, now := r.addresses(), r.now()
-	addrs := m.pick(add, now, retry)
+	addrs := m.pick(add, dirty, now, retry)
 	write := r.addrs.DeleteAddresses
 	if add {
 		write = r.addrs.AddAddresses
@@ -136,10 +175,10 @@ func (r *reconciler) writeAddresses(add bool, retry map[netip.Addr]bool) (int, [
 // writeEntries adds the dirty entries that are wanted and missing (add) or
 // deletes those present and unwanted, a batch per set, and says how many it
 // wrote. Failed writes go to retry.
-func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) (int, []error) {
+func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[setEntry]bool) (int, []error) {
 	m, now := r.entries(), r.now()
 	bySet := map[string][]setEntry{}
-	for _, e := range m.pick(add, now, retry) {
+	for _, e := range m.pick(add, dirty, now, retry) {
 		bySet[e.set] = append(bySet[e.set], e)
 	}
 	write := r.sets.DeleteEntries
@@ -160,68 +199,56 @@ func (r *reconciler) writeEntries(add bool, retry map[setEntry]bool) (int, []err
 	return n, errs
 }
 
-// criticalDirty collects the dirty objects the named Services want.
-func (r *reconciler) criticalDirty(names []types.NamespacedName) (map[ipvs.Key]bool, map[netip.Addr]bool, map[setEntry]bool) {
-	vs, addr, entry := map[ipvs.Key]bool{}, map[netip.Addr]bool{}, map[setEntry]bool{}
+// priority is the dirty keys of a few Services, written before the others.
+type priority struct {
+	vs    []ipvs.Key
+	addr  []netip.Addr
+	entry []setEntry
+}
+
+// dirtyOf collects the dirty keys the named Services want.
+func (r *reconciler) dirtyOf(names []types.NamespacedName) priority {
+	var p priority
 	for _, n := range names {
 		st := r.byService[n]
 		for _, v := range st.virtualServers {
-			if r.dirtyVS[v.vs.Key] {
-				vs[v.vs.Key] = true
-			}
+			p.vs = appendDirty(p.vs, r.dirtyVS, v.vs.Key)
 		}
 		for _, a := range st.addresses {
-			if r.dirtyAddr[a] {
-				addr[a] = true
-			}
+			p.addr = appendDirty(p.addr, r.dirtyAddr, a)
 		}
 		for _, e := range st.entries {
-			if r.dirtyEntry[e] {
-				entry[e] = true
-			}
+			p.entry = appendDirty(p.entry, r.dirtyEntry, e)
 		}
 	}
-	return vs, addr, entry
+	return p
+}
+
+// appendDirty appends k if it is dirty and not yet in list (Services may
+// share an address or an entry).
+func appendDirty[K comparable](list []K, dirty map[K]bool, k K) []K {
+	if dirty[k] && !slices.Contains(list, k) {
+		return append(list, k)
+	}
+	return list
 }
 
 // applyFirst applies the dirty objects of the named Services alone and says
-// how many there were; the rest stays dirty for the next apply, as do objects
-// whose write failed.
+// how many there were; the rest stays dirty for the next apply, as do
+// objects whose write failed or waits for its retry.
 func (r *reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
-	vs, addr, entry := r.criticalDirty(names)
-	n := len(vs) + len(addr) + len(entry)
+	first := r.dirtyOf(names)
+	n := len(first.vs) + len(first.addr) + len(first.entry)
 	if n == 0 {
 		return 0, nil
 	}
-	restVS, restAddr, restEntry := r.dirtyVS, r.dirtyAddr, r.dirtyEntry
-	for k := range vs {
-		delete(restVS, k)
-	}
-	for a := range addr {
-		delete(restAddr, a)
-	}
-	for e := range entry {
-		delete(restEntry, e)
-	}
-	r.dirtyVS, r.dirtyAddr, r.dirtyEntry = vs, addr, entry
-	errs := r.apply()
-	for k := range r.dirtyVS {
-		restVS[k] = true
-	}
-	for a := range r.dirtyAddr {
-		restAddr[a] = true
-	}
-	for e := range r.dirtyEntry {
-		restEntry[e] = true
-	}
-	r.dirtyVS, r.dirtyAddr, r.dirtyEntry = restVS, restAddr, restEntry
-	return n, errs
+	return n, r.write(&first)
 }
 
 // syncVirtualServers makes the dirty virtual servers and their real
 // servers match, in batches of writes. A virtual server stays dirty while a
 // write of its own or of a real server failed or waits for its retry.
-func (r *reconciler) syncVirtualServers() []error {
+func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 	now := r.now()
 	pending := map[ipvs.Key]bool{}
 	var errs []error
@@ -256,7 +283,7 @@ func (r *reconciler) syncVirtualServers() []error {
 	// Written a few thousand at a time: a cold start's 140k ops at once
 	// held 30 MB of plans at the peak, for no fewer system calls.
 	ops := make([]ipvs.Op, 0, opsPerWrite)
-	for k := range r.dirtyVS {
+	for k := range dirty.each() {
 		var deferred bool
 		if ops, deferred = r.planVirtualServer(k, ops, now); deferred {
 			pending[k] = true
@@ -267,7 +294,7 @@ func (r *reconciler) syncVirtualServers() []error {
 		}
 	}
 	write(ops)
-	r.dirtyVS = pending
+	dirty.settle(pending)
 	return errs
 }
 
