@@ -389,6 +389,21 @@ func (p *Proxier) readKernel(setUp bool) kernelRead {
 	return r
 }
 
+// check is a drift check after beginRead, the same inline and in the
+// background: it plans the read's share, sets the kernel up unless setUp,
+// reads the kernel and adopts the read. The caller holds l, which check
+// releases while it reads and, a slice at a time, while it plans and adopts:
+// noLock{} on the sync goroutine, the proxier's mutex on a goroutine of its
+// own, so that syncs keep writing meanwhile.
+func (p *Proxier) check(setUp bool, l sync.Locker) kernelRead {
+	p.rec.planShare(l)
+	l.Unlock()
+	r := p.readKernel(setUp)
+	l.Lock()
+	p.adopt(&r, l)
+	return r
+}
+
 // adopt gives the reconciler a kernel read; l is held and may be released
 // meanwhile (see reconciler.adopt). A failed read ends the recording of
 // written keys.
@@ -422,20 +437,14 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	case first || (due && inline && p.reads == nil):
 		// Nothing may be written before the kernel is adopted.
 		p.rec.beginRead()
-		p.rec.planShare(noLock{})
-		r := p.readKernel(setUp)
-		p.adopt(&r, noLock{})
+		r := p.check(setUp, noLock{})
 		read = &r
 	case due && p.reads == nil:
 		p.rec.beginRead()
 		p.reads = make(chan kernelRead, 1)
 		go func(done chan<- kernelRead) {
 			p.mu.Lock()
-			p.rec.planShare(&p.mu)
-			p.mu.Unlock()
-			r := p.readKernel(false)
-			p.mu.Lock()
-			p.adopt(&r, &p.mu)
+			r := p.check(false, &p.mu)
 			p.mu.Unlock()
 			done <- r
 			p.runner.Trigger()

@@ -1,7 +1,6 @@
 package proxier
 
 import (
-	"errors"
 	"hash/maphash"
 	"net/netip"
 	"sync"
@@ -269,19 +268,6 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 	}
 	lap(&v.took.sets)
 	return v, nil
-}
-
-// refresh reads the kernel, adopts it and drains, on the calling goroutine.
-func (r *reconciler) refresh() error {
-	r.beginRead()
-	r.planShare(noLock{})
-	v, err := r.readKernel()
-	if err != nil {
-		r.written = nil
-		return err
-	}
-	w, err := r.adopt(v, noLock{})
-	return errors.Join(append(r.drain(v, w), err)...)
 }
 
 // readServices reads what the named Services want from the kernel into the

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -92,7 +93,7 @@ func mustApply(t *testing.T, r *reconciler) {
 // mustRefresh runs a drift check inline and applies what it found.
 func mustRefresh(t *testing.T, r *reconciler) {
 	t.Helper()
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -123,6 +124,20 @@ func expectKernelOf(t *testing.T, k fakeKernel, final map[int]serviceState) {
 	if got, want := k.sets.Dump(), fresh.sets.Dump(); got != want {
 		t.Errorf("ipsets hold\n%s\nwant\n%s", got, want)
 	}
+}
+
+// refresh runs a whole drift check on the test's goroutine: read, adopt,
+// drain.
+func refresh(r *reconciler) error {
+	r.beginRead()
+	r.planShare(noLock{})
+	v, err := r.readKernel()
+	if err != nil {
+		r.endRead()
+		return err
+	}
+	w, err := r.adopt(v, noLock{})
+	return errors.Join(append(r.drain(v, w), err)...)
 }
 
 // mustRead starts a drift check's read and reads the kernel.
@@ -200,7 +215,7 @@ func TestReconcilerRestartAdoptsKernelWithoutWrites(t *testing.T) {
 	// A new process knows nothing; its first sync is a full one.
 	second := k.reconciler()
 	second.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
-	if err := second.refresh(); err != nil {
+	if err := refresh(second); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, second)
@@ -230,7 +245,7 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 
 	// The periodic full sync re-reads the kernel and repairs everything,
 	// leaving the excluded range alone.
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -297,12 +312,12 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	gone := netip.MustParseAddrPort("10.244.0.2:8080")
 	k.ipvs.SetConnections(key, gone, 1, 3)
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	expectOps(t, k)
 	k.ipvs.SetConnections(key, gone, 0, 0)
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
@@ -343,7 +358,7 @@ func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
 	// b is not re-added (the reconciler's belief wins for keys it wrote);
 	// a's deletion happened after the read, so it is repaired by the next check.
 	expectOps(t, k)
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -427,7 +442,7 @@ func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing
 	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.3:8080")
 
 	// The next drift check deletes it.
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
@@ -460,7 +475,7 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.ops()
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -564,7 +579,7 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
 	// The next drift check deletes a's drained real server, and that is all.
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -623,7 +638,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	}
 	mustApply(t, r)
 	k.ops()
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -643,7 +658,7 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 	_ = k.ipvs.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.1:8080"))
 	k.ipvs.TableMisses = map[ipvs.Key]bool{b: true}
 	k.ops()
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
@@ -659,7 +674,7 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := r.refresh(); err != nil {
+	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
 	if k.ipvs.TableReads != 1 {
