@@ -168,6 +168,17 @@ func expectOps(t *testing.T, k fakeKernel, want ...string) {
 	}
 }
 
+// serviceA returns a reconciler that has programmed Service a
+// (10.96.0.1:80 → reals), with the kernel's op record cleared.
+func serviceA(t *testing.T, reals ...string) (fakeKernel, *reconciler) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	r.setService(name("a"), state("10.96.0.1", 80, reals...))
+	mustApply(t, r)
+	k.ops()
+	return k, r
+}
+
 // twoServices returns a reconciler that has programmed Services a
 // (10.96.0.1:80 → 10.244.0.1:8080) and b (10.96.0.2:80 → 10.244.0.2:8080).
 func twoServices(t *testing.T) (fakeKernel, *reconciler) {
@@ -206,11 +217,7 @@ func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
 }
 
 func TestReconcilerRestartAdoptsKernelWithoutWrites(t *testing.T) {
-	k := newFakeKernel(t)
-	first := k.reconciler()
-	first.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
-	mustApply(t, first)
-	k.ops()
+	k, _ := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
 
 	// A new process knows nothing; its first sync is a full one.
 	second := k.reconciler()
@@ -223,11 +230,7 @@ func TestReconcilerRestartAdoptsKernelWithoutWrites(t *testing.T) {
 }
 
 func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	mustApply(t, r)
-	k.ops()
+	k, r := serviceA(t, "10.244.0.1:8080")
 
 	a := netip.MustParseAddr("10.96.0.1")
 	_ = k.ipvs.DeleteVirtualServer(ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: 80})
@@ -245,10 +248,7 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 
 	// The periodic full sync re-reads the kernel and repairs everything,
 	// leaving the excluded range alone.
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, r)
+	mustRefresh(t, r)
 	expectOps(t, k,
 		"add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "add-addr 10.96.0.1",
 		"delete-vs 10.96.9.9:53/UDP", "delete-entry KUBE-CLUSTER-IP 10.96.9.9,udp:53")
@@ -297,11 +297,7 @@ func TestReconcilerSharedObjectsStayUntilLastOwnerLeaves(t *testing.T) {
 }
 
 func TestReconcilerGracefulTermination(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
-	mustApply(t, r)
-	k.ops()
+	k, r := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
 
 	// A removed TCP real server is quiesced, not deleted.
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
@@ -333,11 +329,7 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 }
 
 func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	mustApply(t, r)
-	k.ops()
+	k, r := serviceA(t, "10.244.0.1:8080")
 
 	// A drift check reads the kernel...
 	r.beginRead()
@@ -358,18 +350,12 @@ func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
 	// b is not re-added (the reconciler's belief wins for keys it wrote);
 	// a's deletion happened after the read, so it is repaired by the next check.
 	expectOps(t, k)
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, r)
+	mustRefresh(t, r)
 	expectOps(t, k, "add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 }
 
 func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	mustApply(t, r)
+	k, r := serviceA(t, "10.244.0.1:8080")
 	_ = k.links.DeleteAddress(netip.MustParseAddr("10.96.0.1"))
 	k.ops()
 	r.beginRead()
@@ -423,10 +409,7 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 }
 
 func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
-	mustApply(t, r)
+	k, r := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
 	k.ops()
@@ -475,10 +458,7 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.ops()
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, r)
+	mustRefresh(t, r)
 	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 }
 
@@ -579,10 +559,7 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
 	// The next drift check deletes a's drained real server, and that is all.
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, r)
+	mustRefresh(t, r)
 	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 	want := strings.Join([]string{
 		"-A 10.96.0.1:80/TCP -s rr", "-A 10.96.0.3:80/TCP -s rr", "-A 10.96.0.4:80/TCP -s rr",
@@ -638,10 +615,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	}
 	mustApply(t, r)
 	k.ops()
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, r)
+	mustRefresh(t, r)
 	expectOps(t, k)
 
 	expectKernelOf(t, k, final)
@@ -658,10 +632,7 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 	_ = k.ipvs.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.1:8080"))
 	k.ipvs.TableMisses = map[ipvs.Key]bool{b: true}
 	k.ops()
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
-	mustApply(t, r)
+	mustRefresh(t, r)
 	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 	if k.ipvs.TableReads != 1 {
 		t.Fatalf("%d table reads, want 1", k.ipvs.TableReads)
