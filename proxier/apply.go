@@ -140,7 +140,7 @@ func (m members[K]) pick(add bool, dirty iter.Seq[K], now time.Time, retry map[K
 // record takes the kernel's answer to writing keys: a key written is
 // believed and done, a key refused goes to retry with its failure. It
 // returns how many were written and the errors.
-func (m members[K]) record(keys []K, results []error, add bool, now time.Time, retryMax time.Duration, retry map[K]bool) (int, []error) {
+func (m members[K]) record(keys []K, results []error, add bool, now time.Time, retry map[K]bool) (int, []error) {
 	var errs []error
 	n := 0
 	for i, err := range results {
@@ -149,7 +149,7 @@ func (m members[K]) record(keys []K, results []error, add bool, now time.Time, r
 		if err != nil {
 			errs = append(errs, err)
 			retry[k] = true
-			m.status.fail(k, err, now, retryMax, m.want.owner(k))
+			m.status.fail(k, err, now, m.want.owner(k))
 			continue
 		}
 		m.status.ok(k)
@@ -169,7 +169,7 @@ func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry 
 	if add {
 		write = r.addrs.AddAddresses
 	}
-	return m.record(addrs, write(addrs), add, now, r.retryMax, retry)
+	return m.record(addrs, write(addrs), add, now, retry)
 }
 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
@@ -192,7 +192,7 @@ func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[
 		for i, k := range keys {
 			entries[i] = k.entry
 		}
-		written, failed := m.record(keys, write(set, entries), add, now, r.retryMax, retry)
+		written, failed := m.record(keys, write(set, entries), add, now, retry)
 		n += written
 		errs = append(errs, failed...)
 	}
@@ -306,7 +306,7 @@ func (r *reconciler) opOK(op ipvs.Op) {
 		r.vsStatus.ok(op.VS.Key)
 	case ipvs.DeleteVS:
 		r.vsStatus.ok(op.VS.Key)
-		r.forgetRealServers(op.VS.Key)
+		r.rsStatus.forget(op.VS.Key)
 	default:
 		r.rsStatus.ok(op.VS.Key, op.RS.ID())
 	}
@@ -316,16 +316,10 @@ func (r *reconciler) opFailed(op ipvs.Op, err error, now time.Time) {
 	owner := r.wantVS.owner(op.VS.Key)
 	switch op.Kind {
 	case ipvs.AddVS, ipvs.UpdateVS, ipvs.DeleteVS:
-		r.vsStatus.fail(op.VS.Key, err, now, r.retryMax, owner)
+		r.vsStatus.fail(op.VS.Key, err, now, owner)
 	default:
-		r.rsStatus.fail(op.VS.Key, op.RS.ID(), err, now, r.retryMax, owner)
+		r.rsStatus.fail(op.VS.Key, op.RS.ID(), err, now, owner)
 	}
-}
-
-// forgetRealServers drops the failures of a virtual server's real servers
-// once the virtual server is gone.
-func (r *reconciler) forgetRealServers(k ipvs.Key) {
-	r.rsStatus.forget(k)
 }
 
 // opsPerWrite is how many IPVS writes syncVirtualServers plans before it
@@ -344,7 +338,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 	switch {
 	case !wanted && !exists:
 		r.vsStatus.ok(k)
-		r.forgetRealServers(k)
+		r.rsStatus.forget(k)
 		return ops, false
 	case !wanted:
 		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have}

@@ -38,7 +38,7 @@ func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 		r.wroteVS(k)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
-			r.rsStatus.fail(k, id, err, r.now(), r.retryMax, r.wantVS.owner(k))
+			r.rsStatus.fail(k, id, err, r.now(), r.wantVS.owner(k))
 			continue
 		}
 		r.rsStatus.ok(k, id)

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -103,7 +104,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
 		problems:    map[types.NamespacedName]string{},
-		setupStatus: newStatusTable[string](kindSetup),
+		setupStatus: newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
 	}
 	names := make([]string, len(ipv4Sets))
 	for i, s := range ipv4Sets {
@@ -180,14 +181,6 @@ func (p *Proxier) takeEarlySetup() bool {
 	return err == nil
 }
 
-// retryMax caps the retry delay of a failed setup: the sync period.
-func (p *Proxier) retryMax() time.Duration {
-	if p.cfg.SyncPeriod > 0 {
-		return p.cfg.SyncPeriod
-	}
-	return defaultRetryMax
-}
-
 // setupKey names setupKernel's work in setupStatus.
 const setupKey = "kube-ipvs0, ipsets and iptables chains"
 
@@ -197,7 +190,7 @@ func (p *Proxier) recordSetup(err error) {
 		p.setupStatus.ok(setupKey)
 		return
 	}
-	p.setupStatus.fail(setupKey, err, time.Now(), p.retryMax(), types.NamespacedName{})
+	p.setupStatus.fail(setupKey, err, time.Now(), types.NamespacedName{})
 }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
@@ -367,11 +360,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 
 // nextRetry is when the earliest failed object or setup is due, or zero.
 func (p *Proxier) nextRetry() time.Time {
-	next, setup := p.rec.nextRetry(), p.setupStatus.nextRetry()
-	if next.IsZero() || !setup.IsZero() && setup.Before(next) {
-		return setup
-	}
-	return next
+	return earliest(p.rec.nextRetry(), p.setupStatus.nextRetry())
 }
 
 // readKernel sets up what every sync relies on, unless this sync already

@@ -52,7 +52,6 @@ type reconciler struct {
 	rsStatus    realServerStatus
 	addrStatus  statusTable[netip.Addr]
 	entryStatus statusTable[setEntry]
-	retryMax    time.Duration
 	now         func() time.Time
 
 	// draining holds removed TCP real servers kept at weight 0 until their
@@ -134,11 +133,10 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		dirtyEntry: map[setEntry]bool{},
 		draining:   map[ipvs.Key]map[netip.AddrPort]bool{},
 
-		vsStatus:    newStatusTable[ipvs.Key](kindVirtualServer),
-		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}},
-		addrStatus:  newStatusTable[netip.Addr](kindAddress),
-		entryStatus: newStatusTable[setEntry](kindSetEntry),
-		retryMax:    retryMax,
+		vsStatus:    newStatusTable[ipvs.Key](kindVirtualServer, retryMax),
+		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
+		addrStatus:  newStatusTable[netip.Addr](kindAddress, retryMax),
+		entryStatus: newStatusTable[setEntry](kindSetEntry, retryMax),
 		now:         time.Now,
 
 		adoptSlice: 250,
@@ -192,9 +190,7 @@ func markDirty[K comparable](dirty map[K]bool, status *statusTable[K], k K) {
 func (r *reconciler) markVS(k ipvs.Key) {
 	markDirty(r.dirtyVS, &r.vsStatus, k)
 	if t := r.rsStatus.of(k); t != nil {
-		for _, f := range t.failed {
-			f.retryAt = time.Time{}
-		}
+		t.retryAllNow()
 	}
 }
 

@@ -28,8 +28,12 @@ const (
 var objectKinds = []objectKind{kindVirtualServer, kindRealServer, kindAddress, kindSetEntry, kindSetup}
 
 // Retry delays of a failed object: retryFirst after the first failure,
-// doubling with each further one, up to the reconciler's retryMax.
+// doubling with each further one, up to its table's max (the sync period).
 const retryFirst = time.Second
+
+// dueNow is the retry time of a failed object that is due at once: not the
+// zero time, which nextRetry reserves for "nothing failed".
+var dueNow = time.Unix(0, 0)
 
 // failure is the status of an object whose last write failed. An object
 // without one is done, or pending while its key is dirty.
@@ -54,13 +58,14 @@ type objectReport struct {
 // with a delay that doubles per failure, while every other key is written.
 type statusTable[K comparable] struct {
 	kind    objectKind
-	of      string // what reports put before a key: a real server's virtual server
+	of      string        // what reports put before a key: a real server's virtual server
+	max     time.Duration // the longest retry delay
 	failed  map[K]*failure
 	reports []objectReport
 }
 
-func newStatusTable[K comparable](kind objectKind) statusTable[K] {
-	return statusTable[K]{kind: kind, failed: map[K]*failure{}}
+func newStatusTable[K comparable](kind objectKind, max time.Duration) statusTable[K] {
+	return statusTable[K]{kind: kind, max: max, failed: map[K]*failure{}}
 }
 
 // waiting says whether k failed and its retry is not due yet.
@@ -70,7 +75,7 @@ func (s *statusTable[K]) waiting(k K, now time.Time) bool {
 }
 
 // fail records a failed write of k, wanted by owner (zero if unwanted).
-func (s *statusTable[K]) fail(k K, err error, now time.Time, max time.Duration, owner types.NamespacedName) {
+func (s *statusTable[K]) fail(k K, err error, now time.Time, owner types.NamespacedName) {
 	f := s.failed[k]
 	if f == nil {
 		f = &failure{}
@@ -78,7 +83,7 @@ func (s *statusTable[K]) fail(k K, err error, now time.Time, max time.Duration, 
 	}
 	f.err = err
 	f.attempts++
-	f.retryAt = now.Add(min(max, retryFirst<<min(f.attempts-1, 20)))
+	f.retryAt = now.Add(min(s.max, retryFirst<<min(f.attempts-1, 20)))
 	if f.attempts == 1 {
 		s.reports = append(s.reports, objectReport{kind: s.kind, object: s.of + fmt.Sprint(k), owner: owner, err: err, attempts: 1})
 	}
@@ -98,7 +103,14 @@ func (s *statusTable[K]) ok(k K) {
 // retryNow makes a failed k due at once: what is wanted of it changed.
 func (s *statusTable[K]) retryNow(k K) {
 	if f := s.failed[k]; f != nil {
-		f.retryAt = time.Time{}
+		f.retryAt = dueNow
+	}
+}
+
+// retryAllNow makes every failed key due at once.
+func (s *statusTable[K]) retryAllNow() {
+	for _, f := range s.failed {
+		f.retryAt = dueNow
 	}
 }
 
@@ -106,11 +118,20 @@ func (s *statusTable[K]) retryNow(k K) {
 func (s *statusTable[K]) nextRetry() time.Time {
 	var next time.Time
 	for _, f := range s.failed {
-		if next.IsZero() || f.retryAt.Before(next) {
-			next = f.retryAt
-		}
+		next = earliest(next, f.retryAt)
 	}
 	return next
+}
+
+// earliest is the earliest of the times that are not zero, or zero.
+func earliest(times ...time.Time) time.Time {
+	var first time.Time
+	for _, t := range times {
+		if !t.IsZero() && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first
 }
 
 func (s *statusTable[K]) takeReports() []objectReport {
@@ -123,6 +144,7 @@ func (s *statusTable[K]) takeReports() []objectReport {
 // virtual server's are found without a walk over every failure.
 type realServerStatus struct {
 	byVS    map[ipvs.Key]*statusTable[netip.AddrPort]
+	max     time.Duration
 	reports []objectReport
 }
 
@@ -131,13 +153,15 @@ func (s *realServerStatus) waiting(k ipvs.Key, id netip.AddrPort, now time.Time)
 	return t != nil && t.waiting(id, now)
 }
 
-func (s *realServerStatus) fail(k ipvs.Key, id netip.AddrPort, err error, now time.Time, max time.Duration, owner types.NamespacedName) {
+func (s *realServerStatus) fail(k ipvs.Key, id netip.AddrPort, err error, now time.Time, owner types.NamespacedName) {
 	t := s.byVS[k]
 	if t == nil {
-		t = &statusTable[netip.AddrPort]{kind: kindRealServer, of: k.String() + " ", failed: map[netip.AddrPort]*failure{}}
+		nt := newStatusTable[netip.AddrPort](kindRealServer, s.max)
+		nt.of = k.String() + " "
+		t = &nt
 		s.byVS[k] = t
 	}
-	t.fail(id, err, now, max, owner)
+	t.fail(id, err, now, owner)
 	s.reports = append(s.reports, t.takeReports()...)
 }
 
@@ -170,9 +194,7 @@ func (s *realServerStatus) count() int {
 func (s *realServerStatus) nextRetry() time.Time {
 	var next time.Time
 	for _, t := range s.byVS {
-		if n := t.nextRetry(); next.IsZero() || n.Before(next) {
-			next = n
-		}
+		next = earliest(next, t.nextRetry())
 	}
 	return next
 }
@@ -197,11 +219,5 @@ func (r *reconciler) failedCounts() map[objectKind]int {
 
 // nextRetry is when the earliest failed object is due, or zero if none failed.
 func (r *reconciler) nextRetry() time.Time {
-	var next time.Time
-	for _, t := range []time.Time{r.vsStatus.nextRetry(), r.rsStatus.nextRetry(), r.addrStatus.nextRetry(), r.entryStatus.nextRetry()} {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	return next
+	return earliest(r.vsStatus.nextRetry(), r.rsStatus.nextRetry(), r.addrStatus.nextRetry(), r.entryStatus.nextRetry())
 }

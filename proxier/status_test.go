@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 )
@@ -156,5 +158,24 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 				t.Errorf("%d recovery lines naming 4 attempts, want 1", i)
 			}
 		})
+	}
+}
+
+// An object made due at once (its Service changed) still asks for a run:
+// nextRetry's zero means nothing failed.
+func TestStatusDueAtOnceStillAsksForARetry(t *testing.T) {
+	s := newStatusTable[string](kindSetup, time.Minute)
+	now := time.Now()
+	s.fail("x", errors.New("refused"), now, types.NamespacedName{})
+	if got := s.nextRetry(); !got.Equal(now.Add(retryFirst)) {
+		t.Fatalf("next retry %v, want %v", got, now.Add(retryFirst))
+	}
+	s.retryNow("x")
+	if got := s.nextRetry(); got.IsZero() || got.After(now) || s.waiting("x", now) {
+		t.Fatalf("next retry %v after retryNow, want due at once and not zero", got)
+	}
+	s.ok("x")
+	if got := s.nextRetry(); !got.IsZero() {
+		t.Fatalf("next retry %v with nothing failed, want zero", got)
 	}
 }
