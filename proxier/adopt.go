@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -14,17 +13,16 @@ import (
 // every key where the two differed, so the next apply repairs the drift. It
 // returns the written keys and ends their recording.
 //
-// The caller holds l. At 50k Services comparing a read with the belief takes
-// seconds in a small VM, so a drift check adopts in the background: adopt
-// releases l every adoptSlice keys and while it re-reads, letting a waiting
-// sync run; keys that sync writes are then left alone like those written
-// during the read. noLock{} adopts in one go.
-func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
+// The caller holds r.mu. At 50k Services comparing a read with the belief
+// takes seconds in a small VM, so adopt releases r.mu every adoptSlice keys
+// and while it re-reads, letting a waiting sync run; keys that sync writes
+// are then left alone like those written during the read.
+func (r *reconciler) adopt(v *kernelView) (*writtenKeys, error) {
 	w := r.written
 	if w == nil {
 		w = &writtenKeys{}
 	}
-	pause := r.pacer(l)
+	pause := r.pacer()
 
 	// Virtual servers where the read and the belief disagree are read
 	// again, alone, before the belief takes them (see reread); so are
@@ -50,9 +48,9 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 			disagree = append(disagree, k)
 		}
 	}
-	l.Unlock()
+	r.mu.Unlock()
 	confirmed, err := r.reread(disagree)
-	l.Lock()
+	r.mu.Lock()
 	for _, c := range confirmed {
 		pause()
 		if !w.vs[c.key] {
@@ -74,17 +72,17 @@ func (r *reconciler) adopt(v *kernelView, l sync.Locker) (*writtenKeys, error) {
 }
 
 // pacer returns a function to call before each key's comparison: every
-// adoptSlice calls it releases l and takes it again. The belief maps may
+// adoptSlice calls it releases r.mu and takes it again. The belief maps may
 // change while l is released; Go defines a range over a map that changes
 // meanwhile (entries added may or may not be visited), and a key written
 // meanwhile is skipped by its written mark.
-func (r *reconciler) pacer(l sync.Locker) func() {
+func (r *reconciler) pacer() func() {
 	n := 0
 	return func() {
 		if n++; n%r.adoptSlice == 0 {
-			l.Unlock()
-			runtime.Gosched() // a sync waiting for l takes it now
-			l.Lock()
+			r.mu.Unlock()
+			runtime.Gosched() // a sync waiting for the lock takes it now
+			r.mu.Lock()
 		}
 	}
 }
@@ -191,9 +189,3 @@ func (r *reconciler) readOne(k ipvs.Key) (reading, error) {
 	}
 	return reading{key: k, vs: vs, rs: newRealSet(reals), present: true}, nil
 }
-
-// noLock is the sync.Locker of an adopt that nothing runs beside.
-type noLock struct{}
-
-func (noLock) Lock()   {}
-func (noLock) Unlock() {}

@@ -65,8 +65,7 @@ type Proxier struct {
 	runner  *runner
 	glue    *glue
 
-	// mu guards rec: a sync holds it throughout, a drift check's adopt in
-	// the background a slice of its comparison at a time.
+	// mu makes syncs one at a time: the runner's and SyncNow's.
 	mu sync.Mutex
 
 	// Owned by the sync goroutine.
@@ -80,9 +79,7 @@ type Proxier struct {
 	// setupStatus is the status of setupKernel's work, retried like a
 	// kernel object; its one key is setupKey.
 	setupStatus statusTable[string]
-	// reads delivers the drift check's kernel read while one is in flight.
-	reads    chan kernelRead
-	problems map[types.NamespacedName]string
+	problems    map[types.NamespacedName]string
 	// earlySetup delivers the result of the kernel setup Run starts while
 	// the informers list; nil once a sync has taken it, or without Run.
 	earlySetup chan error
@@ -220,21 +217,6 @@ func (p *Proxier) setupKernel(readBack bool) error {
 	return nil
 }
 
-// kernelRead is the result of a drift check's kernel read.
-type kernelRead struct {
-	view *kernelView // nil if the read failed
-	// written are the keys written during the read and its adoption.
-	written *writtenKeys
-	err     error
-	// setUp says the read set the kernel up first, with outcome setupErr.
-	setUp    bool
-	setupErr error
-	started  time.Time
-	// setup, read and adopt are how long setupKernel, the read and its
-	// adoption took, for logs.
-	setup, read, adopt time.Duration
-}
-
 // SyncNow runs one sync on the caller's goroutine, doing a due drift check
 // inline rather than in the background; for tests and tools.
 func (p *Proxier) SyncNow() { p.syncOnce(true) }
@@ -288,7 +270,8 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 
 	read, err := p.sync(inputs, first, setUp, due, inline)
-	done := p.rec.takeWork()
+	out := p.rec.outcome()
+	done := out.work
 	full := read != nil
 	elapsed := time.Since(start)
 	if full {
@@ -296,8 +279,8 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(done.ops))
-	failed := p.reportObjects()
-	retry := p.nextRetry()
+	failed := p.reportObjects(out)
+	retry := earliest(out.retryAt, p.setupStatus.nextRetry())
 	if err != nil {
 		// The drift check is retried after a backoff; the changes were
 		// applied all the same, except at the first sync, which wrote
@@ -358,102 +341,32 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	return applied
 }
 
-// nextRetry is when the earliest failed object or setup is due, or zero.
-func (p *Proxier) nextRetry() time.Time {
-	return earliest(p.rec.nextRetry(), p.setupStatus.nextRetry())
-}
-
-// readKernel sets up what every sync relies on, unless this sync already
-// has, and reads the kernel for a drift check. A failed setup does not stop
-// the read: it is recorded and retried. It touches no reconciler state, so
-// it can run in the background.
-func (p *Proxier) readKernel(setUp bool) kernelRead {
-	r := kernelRead{started: time.Now(), setUp: !setUp}
-	if !setUp {
-		r.setupErr = p.setupKernel(true)
-	}
-	r.setup = time.Since(r.started)
-	r.view, r.err = p.rec.readKernel()
-	r.read = time.Since(r.started) - r.setup
-	return r
-}
-
-// check is a drift check after beginRead, the same inline and in the
-// background: it plans the read's share, sets the kernel up unless setUp,
-// reads the kernel and adopts the read. The caller holds l, which check
-// releases while it reads and, a slice at a time, while it plans and adopts:
-// noLock{} on the sync goroutine, the proxier's mutex on a goroutine of its
-// own, so that syncs keep writing meanwhile.
-func (p *Proxier) check(setUp bool, l sync.Locker) kernelRead {
-	p.rec.planShare(l)
-	l.Unlock()
-	r := p.readKernel(setUp)
-	l.Lock()
-	p.adopt(&r, l)
-	return r
-}
-
-// adopt gives the reconciler a kernel read; l is held and may be released
-// meanwhile (see reconciler.adopt). A failed read ends the recording of
-// written keys.
-func (p *Proxier) adopt(r *kernelRead, l sync.Locker) {
-	if r.view == nil {
-		p.rec.endRead()
-		return
-	}
-	start := time.Now()
-	r.written, r.err = p.rec.adopt(r.view, l)
-	r.adopt = time.Since(start)
-}
-
-// sync applies the changed Services. When a drift check is due it starts a
-// kernel read, in the background unless inline; when a read has completed it
-// adopts it first, so that the apply also repairs drift. It returns the read
-// it adopted, if any, and the read's error: write errors are the objects'
+// sync applies the changed Services. When a drift check is due it starts
+// one, on its own goroutine unless inline; when one has ended, its read has
+// been adopted, so the apply also repairs drift. It returns the check that
+// ended, if any, and its read's error: write errors are the objects'
 // status, not the sync's.
 func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*kernelRead, error) {
 	// Record what is wanted before touching the kernel: the inputs are gone
 	// from the tracker, so a kernel failure must not lose them. (The
 	// critical Services' are recorded again: their input may be newer than
 	// programCritical's, and an unchanged state writes nothing.)
-	for _, in := range inputs {
-		st, problems := desiredState(in.service, in.slices, &p.cfg)
-		p.report(in, problems)
-		p.rec.setService(in.name, st)
-	}
+	p.rec.record(p.changes(inputs))
 	var read *kernelRead
 	switch {
-	case first || (due && inline && p.reads == nil):
+	case first || (due && inline && !p.rec.checking()):
 		// Nothing may be written before the kernel is adopted.
-		p.rec.beginRead()
-		r := p.check(setUp, noLock{})
-		read = &r
-	case due && p.reads == nil:
-		p.rec.beginRead()
-		p.reads = make(chan kernelRead, 1)
-		go func(done chan<- kernelRead) {
-			p.mu.Lock()
-			r := p.check(false, &p.mu)
-			p.mu.Unlock()
-			done <- r
-			p.runner.Trigger()
-		}(p.reads)
-	}
-	if read == nil && p.reads != nil {
-		if inline {
-			p.mu.Unlock() // the read's adopt needs it
-			r := <-p.reads
-			p.mu.Lock()
-			read = &r
-			p.reads = nil
-		} else {
-			select {
-			case r := <-p.reads:
-				read = &r
-				p.reads = nil
-			default:
-			}
+		setup := p.setupWithReadBack
+		if setUp {
+			setup = nil
 		}
+		r := p.rec.checkNow(setup)
+		read = &r
+	case due && !p.rec.checking():
+		p.rec.startCheck(p.setupWithReadBack, p.runner.Trigger)
+	}
+	if read == nil {
+		read = p.rec.checkDone(inline)
 	}
 	if read != nil && read.setUp {
 		p.recordSetup(read.setupErr)
@@ -471,12 +384,23 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	p.rec.applyFirst(p.cfg.CriticalServices)
-	p.rec.apply()
-	if read != nil {
-		p.rec.drain(read.view, read.written)
-	}
+	p.rec.sync(p.cfg.CriticalServices, read)
 	return read, readErr
+}
+
+// setupWithReadBack is the kernel setup a drift check runs before its read:
+// it also reads the iptables payload back, to repair it if it changed.
+func (p *Proxier) setupWithReadBack() error { return p.setupKernel(true) }
+
+// changes computes what each input's Service wants and reports its bad input.
+func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
+	changes := make([]serviceChange, 0, len(inputs))
+	for _, in := range inputs {
+		st, problems := desiredState(in.service, in.slices, &p.cfg)
+		p.report(in, problems)
+		changes = append(changes, serviceChange{in.name, st})
+	}
+	return changes
 }
 
 // programCritical writes the critical Services at the start of the first
@@ -488,29 +412,28 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	start := time.Now()
 	var names []types.NamespacedName
+	var critical []serviceInput
 	for _, in := range inputs {
-		if !slices.Contains(p.cfg.CriticalServices, in.name) {
-			continue
+		if slices.Contains(p.cfg.CriticalServices, in.name) {
+			critical = append(critical, in)
+			names = append(names, in.name)
 		}
-		st, problems := desiredState(in.service, in.slices, &p.cfg)
-		p.report(in, problems)
-		p.rec.setService(in.name, st)
-		names = append(names, in.name)
 	}
 	if len(names) == 0 {
 		return setUp
 	}
+	p.rec.record(p.changes(critical))
 	// The glue is not read back here: that can wait for the first drift check.
 	if !setUp {
 		err := p.setupKernel(false)
 		p.recordSetup(err)
 		setUp = err == nil
 	}
-	if err := p.rec.readServices(names); err != nil {
+	n, errs, err := p.rec.programFirst(names)
+	if err != nil {
 		p.log.Warn("could not read the critical services' kernel objects; they wait for the full read", zap.Error(err))
 		return setUp
 	}
-	n, errs := p.rec.applyFirst(names)
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))
 	return setUp
@@ -544,8 +467,9 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 		p.setUp = p.takeEarlySetup()
 	}
 	p.setUp = p.programCritical(inputs, p.setUp)
-	p.reportObjects()
-	if retry := p.nextRetry(); !retry.IsZero() {
+	out := p.rec.outcome()
+	p.reportObjects(out)
+	if retry := earliest(out.retryAt, p.setupStatus.nextRetry()); !retry.IsZero() {
 		p.runner.RetryAt(retry)
 	}
 	return true

@@ -347,3 +347,49 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 		t.Fatalf("called %d more times", len(calls))
 	}
 }
+
+// Under the race detector: syncs keep writing while drift checks run on
+// their own goroutine, and what drifted behind the proxier's back is
+// repaired by the sync that takes the check's read.
+func TestProxierSyncsBesideBackgroundDriftChecks(t *testing.T) {
+	p, k, _, _ := newTestProxier(t)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	p.cfg.SyncPeriod = time.Nanosecond // a drift check is due at every sync
+	want := map[string]bool{}
+	for i := range 40 {
+		s := svc(fmt.Sprintf("10.96.1.%d", i), port("", v1.ProtocolTCP, 80))
+		s.Name = fmt.Sprint("s", i)
+		p.OnServiceAdd(s)
+		want[s.Spec.ClusterIP] = true
+		if i%4 == 3 {
+			old := fmt.Sprintf("10.96.1.%d", i-2)
+			gone := svc(old, port("", v1.ProtocolTCP, 80))
+			gone.Name = fmt.Sprint("s", i-2)
+			p.OnServiceDelete(gone)
+			delete(want, old)
+		}
+		if i == 20 {
+			// Drift a check must find: a bound VIP goes.
+			if err := k.links.DeleteAddress(netip.MustParseAddr("10.96.1.0")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.syncOnce(false)
+	}
+	// Inline syncs take the check in flight, then run a fresh one.
+	p.SyncNow()
+	p.SyncNow()
+	var vips []string
+	for a := range want {
+		vips = append(vips, a)
+	}
+	slices.Sort(vips)
+	if got := k.links.Dump(); got != strings.Join(vips, "\n") {
+		t.Errorf("kube-ipvs0 holds\n%s\nwant\n%s", got, strings.Join(vips, "\n"))
+	}
+	if n := strings.Count(k.ipvs.Dump(), "-A "); n != len(want) {
+		t.Errorf("%d virtual servers, want %d:\n%s", n, len(want), k.ipvs.Dump())
+	}
+}

@@ -3,7 +3,6 @@ package proxier
 import (
 	"hash/maphash"
 	"net/netip"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -61,18 +60,15 @@ func (r *reconciler) beginRead() {
 
 // planShare completes beginRead's plan, when the read does not list the
 // virtual servers, with what the reconciler believes about its share. It
-// hashes every believed key (~0.3 s at 50k in the test VM), so a drift
-// check calls it on its own goroutine, holding l, which it releases every
-// adoptSlice keys; keys written meanwhile are marked written, and adopt
-// leaves them alone. The read takes l again to compare each set's count
-// with the belief's (see dumpPlan).
-func (r *reconciler) planShare(l sync.Locker) {
+// hashes every believed key (~0.3 s at 50k in the test VM), so it holds
+// r.mu a slice at a time, like adopt; keys written meanwhile are marked
+// written, and adopt leaves them alone.
+func (r *reconciler) planShare() {
 	if r.plan.shares <= 1 || r.plan.share == 0 {
 		return
 	}
-	r.plan.counts = l
 	r.plan.believed = map[ipvs.Key]believedVS{}
-	pause := r.pacer(l)
+	pause := r.pacer()
 	for k, vs := range r.haveVS {
 		pause()
 		if r.plan.covers(k) {
@@ -107,12 +103,10 @@ type dumpPlan struct {
 	share, shares int
 	always        map[ipvs.Key]bool
 	// believed is, when the list is not read, what the reconciler believed
-	// about the virtual servers the share covers as the read began. counts
-	// is then the lock syncs hold while they write: the read holds it while
-	// it compares a set's count in the kernel with the belief's, so that a
-	// sync's writes during the read do not make the two differ.
+	// about the virtual servers the share covers as the read began. The
+	// read then compares each set's count in the kernel with the belief's
+	// holding r.mu, so that a sync's writes meanwhile do not make them differ.
 	believed map[ipvs.Key]believedVS
-	counts   sync.Locker
 }
 
 type believedVS struct {
@@ -132,8 +126,8 @@ const tableReadMax = 5000
 // readKernel reads the IPv4 virtual servers with their real servers, the
 // dummy link's addresses and our ipsets' entries. Besides the kernel it
 // reads only handles, immutable fields, the plan beginRead and planShare
-// made and, holding the plan's lock, the sets' believed counts, so it may
-// run on another goroutine while apply writes.
+// made and, holding r.mu, the sets' believed counts, so it runs without
+// r.mu while apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{
 		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
@@ -242,11 +236,11 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 		}
 	}
 	for _, name := range r.setNames {
-		if r.plan.counts != nil {
-			r.plan.counts.Lock()
+		if r.plan.believed != nil {
+			r.mu.Lock()
 			n, err := r.sets.Count(name)
 			believed := r.entryCount[name]
-			r.plan.counts.Unlock()
+			r.mu.Unlock()
 			if err != nil {
 				return nil, err
 			}

@@ -15,10 +15,18 @@ import (
 
 // reconciler keeps the kernel equal to the desired state. It remembers what
 // it believes the kernel holds, so that a change to one Service is applied by
-// comparing only that Service's objects, with no kernel dump; refresh re-reads
-// the kernel for the periodic drift check. Both paths end in apply, which
-// handles only the keys marked dirty.
+// comparing only that Service's objects, with no kernel dump; a drift check
+// (driftCheck) re-reads the kernel periodically. Both paths end in apply,
+// which handles only the keys marked dirty.
+//
+// The proxier calls the methods that take mu: record, sync, programFirst,
+// outcome and the drift check's. The others expect mu held.
 type reconciler struct {
+	// mu guards the reconciler's state: a sync holds it throughout, a
+	// drift check a slice at a time. A Locker so that tests can watch it.
+	mu    sync.Locker
+	drift driftCheck
+
 	ipvs  ipvs.Interface
 	addrs dummyiface.Interface
 	sets  ipset.Interface
@@ -117,7 +125,8 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 	if retryMax <= 0 {
 		retryMax = defaultRetryMax
 	}
-	return &reconciler{
+	r := &reconciler{
+		mu:   &sync.Mutex{},
 		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
 		byService:  map[types.NamespacedName]serviceState{},
 		wantVS:     owners[ipvs.Key, virtualServerState]{},
@@ -143,6 +152,65 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		dumpsMax:   realServerDumpsMax,
 		seed:       maphash.MakeSeed(),
 	}
+	r.drift.r = r
+	return r
+}
+
+// serviceChange is what one changed Service now wants.
+type serviceChange struct {
+	name  types.NamespacedName
+	state serviceState
+}
+
+// record takes what the changed Services want, writing nothing yet.
+func (r *reconciler) record(changes []serviceChange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range changes {
+		r.setService(c.name, c.state)
+	}
+}
+
+// sync writes the dirty objects of the first Services, then every dirty
+// object, and, given a finished drift check, drains real servers whose
+// connections it saw end.
+func (r *reconciler) sync(first []types.NamespacedName, read *kernelRead) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applyFirst(first)
+	r.apply()
+	if read != nil {
+		r.drain(read.view, read.written)
+	}
+}
+
+// programFirst writes the named Services' objects before any drift check
+// has read the kernel: it reads their objects first (see readServices). It
+// says how many objects were dirty and which writes failed, or why it could
+// not read.
+func (r *reconciler) programFirst(names []types.NamespacedName) (int, []error, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.readServices(names); err != nil {
+		return 0, nil, err
+	}
+	n, errs := r.applyFirst(names)
+	return n, errs, nil
+}
+
+// outcome is what the reconciler did and knows since the last call, for
+// metrics, logs and the retry timer.
+type outcome struct {
+	work
+	reports []objectReport
+	failed  map[objectKind]int
+	retryAt time.Time // the earliest failed object's retry; zero if none
+}
+
+func (r *reconciler) outcome() outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return outcome{work: r.takeWork(), reports: r.takeReports(), failed: r.failedCounts(), retryAt: r.nextRetry()}
 }
 
 // setService replaces what one Service wants and marks its objects dirty.

@@ -38,6 +38,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var l holdTimer
+	r.mu = &l
 	for i := 0; i < b.N; i++ {
 		r.beginRead()
 		v, err := r.readKernel()
@@ -45,7 +46,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 		l.Lock()
-		w, err := r.adopt(v, &l)
+		w, err := r.adopt(v)
 		l.Unlock()
 		if err != nil {
 			b.Fatal(err)

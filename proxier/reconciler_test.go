@@ -126,18 +126,13 @@ func expectKernelOf(t *testing.T, k fakeKernel, final map[int]serviceState) {
 	}
 }
 
-// refresh runs a whole drift check on the test's goroutine: read, adopt,
-// drain.
+// refresh runs a whole drift check on the test's goroutine and drains.
 func refresh(r *reconciler) error {
-	r.beginRead()
-	r.planShare(noLock{})
-	v, err := r.readKernel()
-	if err != nil {
-		r.endRead()
-		return err
+	read := r.checkNow(nil)
+	if read.view == nil {
+		return read.err
 	}
-	w, err := r.adopt(v, noLock{})
-	return errors.Join(append(r.drain(v, w), err)...)
+	return errors.Join(append(r.drain(read.view, read.written), read.err)...)
 }
 
 // mustRead starts a drift check's read and reads the kernel.
@@ -153,7 +148,9 @@ func mustRead(t *testing.T, r *reconciler) *kernelView {
 
 func mustAdopt(t *testing.T, r *reconciler, v *kernelView) *writtenKeys {
 	t.Helper()
-	w, err := r.adopt(v, noLock{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, err := r.adopt(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,8 +503,8 @@ func TestOwnersKeepAnObjectUntilItsLastOwnerAndPreferTheFirstByName(t *testing.T
 	}
 }
 
-// betweenSlices is the lock of an adopt during which sync runs once, at
-// the first pause, as a waiting sync would.
+// betweenSlices is a reconciler's lock during an adopt that runs sync once,
+// at adopt's first pause, as a waiting sync would.
 type betweenSlices struct {
 	sync func()
 	ran  bool
@@ -546,7 +543,8 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 		mustApply(t, r)
 		k.ops()
 	}}
-	w, err := r.adopt(v, l)
+	r.mu = l
+	w, err := r.adopt(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,20 +584,19 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	}
 	mustApply(t, r)
 
-	var mu sync.Mutex
 	v := mustRead(t, r)
 	done := make(chan *writtenKeys)
 	go func() {
-		mu.Lock()
-		w, err := r.adopt(v, &mu)
-		mu.Unlock()
+		r.mu.Lock()
+		w, err := r.adopt(v)
+		r.mu.Unlock()
 		if err != nil {
 			t.Error(err)
 		}
 		done <- w
 	}()
 	for i := 1; i <= 50; i += 2 {
-		mu.Lock()
+		r.mu.Lock()
 		if i%4 == 1 {
 			final[i] = numbered(i, 3)
 		} else {
@@ -607,7 +604,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 		}
 		r.setService(name(fmt.Sprint(i)), final[i])
 		mustApply(t, r)
-		mu.Unlock()
+		r.mu.Unlock()
 	}
 	w := <-done
 	if errs := r.drain(v, w); len(errs) > 0 {
@@ -885,7 +882,9 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	clear(c.lists)
 
 	r.beginRead()
-	r.planShare(noLock{})
+	r.mu.Lock()
+	r.planShare()
+	r.mu.Unlock()
 	r.setService(name("10.96.0.7"), state("10.96.0.7", 80, "10.244.0.7:8080"))
 	mustApply(t, r)
 	v, err := r.readKernel()
@@ -895,10 +894,7 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	if len(c.lists) != 0 {
 		t.Errorf("the check listed sets %v; a sync's own writes made their counts differ", c.lists)
 	}
-	w, err := r.adopt(v, noLock{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := mustAdopt(t, r, v)
 	if errs := r.drain(v, w); len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -952,7 +948,9 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 	r.ipvs = o
 
 	r.beginRead()
-	r.planShare(noLock{})
+	r.mu.Lock()
+	r.planShare()
+	r.mu.Unlock()
 	read := make(chan error)
 	go func() {
 		_, err := r.readKernel()
@@ -1002,34 +1000,11 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	mustApply(t, r)
 	mustRefresh(t, r) // the first read lists everything
 
-	var mu sync.Mutex
-	type result struct {
-		v *kernelView
-		w *writtenKeys
-	}
 	for round := range 10 {
-		mu.Lock()
-		r.beginRead()
-		mu.Unlock()
-		done := make(chan result)
-		go func() {
-			mu.Lock()
-			r.planShare(&mu)
-			mu.Unlock()
-			v, err := r.readKernel()
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			w, err := r.adopt(v, &mu)
-			mu.Unlock()
-			if err != nil {
-				t.Error(err)
-			}
-			done <- result{v, w}
-		}()
+		done := make(chan struct{})
+		r.startCheck(nil, func() { close(done) })
 		for i := 1 + round%3; i <= 40; i += 3 {
-			mu.Lock()
+			r.mu.Lock()
 			switch {
 			case i%5 == 0:
 				final[i] = serviceState{}
@@ -1040,10 +1015,14 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 			}
 			r.setService(name(fmt.Sprint(i)), final[i])
 			mustApply(t, r)
-			mu.Unlock()
+			r.mu.Unlock()
 		}
-		res := <-done
-		if errs := r.drain(res.v, res.w); len(errs) > 0 {
+		<-done
+		res := r.checkDone(true)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if errs := r.drain(res.view, res.written); len(errs) > 0 {
 			t.Fatal(errs)
 		}
 		mustApply(t, r)

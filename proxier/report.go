@@ -34,9 +34,10 @@ func (p *Proxier) report(in serviceInput, problems []string) {
 // reportObjects tells of objects that failed for the first time (a Warning
 // line, and a Warning Event on a Service that wants it) or recovered (an
 // Info line), sets the failed-objects gauge, and returns how many objects
-// are failed now. Retries in between are silent.
-func (p *Proxier) reportObjects() int {
-	reports := append(p.rec.takeReports(), p.setupStatus.takeReports()...)
+// are failed now, from the reconciler's outcome and the setup's status.
+// Retries in between are silent.
+func (p *Proxier) reportObjects(out outcome) int {
+	reports := append(out.reports, p.setupStatus.takeReports()...)
 	evented := map[types.NamespacedName]bool{}
 	for i, r := range reports {
 		if i == reportsMax {
@@ -62,7 +63,7 @@ func (p *Proxier) reportObjects() int {
 		}
 	}
 	total := 0
-	counts := p.rec.failedCounts()
+	counts := out.failed
 	counts[kindSetup] = len(p.setupStatus.failed)
 	for _, kind := range objectKinds {
 		p.metrics.FailedObjects.WithLabelValues(string(kind)).Set(float64(counts[kind]))
