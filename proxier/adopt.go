@@ -18,58 +18,67 @@ import (
 // and while it re-reads, letting a waiting sync run; keys that sync writes
 // are then left alone like those written during the read.
 func (r *reconciler) adopt(v *kernelView) (*writtenKeys, error) {
-	w := r.written
-	if w == nil {
-		w = &writtenKeys{}
-	}
 	pause := r.pacer()
 
 	// Virtual servers where the read and the belief disagree are read
 	// again, alone, before the belief takes them (see reread); so are
-	// strays whose real servers the read left out.
+	// strays whose real servers the read left out. The read did not look
+	// at virtual servers outside a share's plan, and those that are not
+	// ours are none of the belief's business.
+	unread := func(k ipvs.Key) bool {
+		_, looked := v.only[k]
+		return v.only != nil && !looked || !r.ours(k)
+	}
 	var disagree []ipvs.Key
-	for k, vs := range v.vs {
-		pause()
-		if w.vs[k] || !r.differs(k, vs, v.rs[k], true) {
+	for _, k := range r.vs.drifted(v.vs, sameVS, unread, pause) {
+		_, believed := r.vs.have[k]
+		if read, ok := v.vs[k]; ok && !believed && read.real != nil {
+			r.vs.take(k, read, true) // a stray, or new since the last read
 			continue
 		}
-		if _, believed := r.haveVS[k]; believed || v.rs[k] == nil {
-			disagree = append(disagree, k)
-		} else {
-			r.take(k, vs, v.rs[k], true) // a stray, or new since the last read
-		}
-	}
-	for k := range r.haveVS {
-		pause()
-		if _, looked := v.only[k]; v.only != nil && !looked {
-			continue // not looked at by this read
-		}
-		if _, read := v.vs[k]; !read && !w.vs[k] {
-			disagree = append(disagree, k)
-		}
+		disagree = append(disagree, k)
 	}
 	r.mu.Unlock()
 	confirmed, err := r.reread(disagree)
 	r.mu.Lock()
 	for _, c := range confirmed {
 		pause()
-		if !w.vs[c.key] {
-			r.take(c.key, c.vs, c.rs, c.present)
+		if r.vs.written[c.key] {
+			continue
+		}
+		h, believed := r.vs.have[c.key]
+		if c.present != believed || c.present && !sameVS(c.key, c.held, h) {
+			r.vs.take(c.key, c.held, c.present)
 		}
 	}
 
-	adoptMembers(v.addr, r.addresses(), w.addr, nil, pause)
-	adoptMembers(v.entry, r.entries(), w.entry, func(e setEntry) bool { return v.unreadSets[e.set] }, pause)
+	for _, k := range r.addr.drifted(v.addr, sameMember, nil, pause) {
+		_, present := v.addr[k]
+		r.addr.take(k, struct{}{}, present)
+	}
+	unreadSet := func(e setEntry) bool { return v.unreadSets[e.set] }
+	for _, k := range r.entry.drifted(v.entry, sameMember, unreadSet, pause) {
+		_, present := v.entry[k]
+		r.entry.take(k, struct{}{}, present)
+	}
 
 	for k := range r.draining {
-		if _, ok := r.haveVS[k]; !ok {
+		if _, ok := r.vs.have[k]; !ok {
 			delete(r.draining, k)
 		}
 	}
-	r.written = nil
 	r.adopted = true
-	return w, err
+	return r.endRead(), err
 }
+
+// sameVS says whether a read of a virtual server matches the belief; a read
+// that left its real servers out (real nil) matches on attributes alone.
+func sameVS(_ ipvs.Key, read, have heldVS) bool {
+	return read.vs == have.vs && (read.real == nil || sameWeights(read.real, have.real))
+}
+
+// sameMember compares two members both present: presence is all they have.
+func sameMember[K comparable](K, struct{}, struct{}) bool { return true }
 
 // pacer returns a function to call before each key's comparison: every
 // adoptSlice calls it releases r.mu and takes it again. The belief maps may
@@ -87,71 +96,20 @@ func (r *reconciler) pacer() func() {
 	}
 }
 
-// differs says whether the belief about virtual server k differs from a
-// read of it; present says whether the read found it, and rs is nil if the
-// read left its real servers out.
-func (r *reconciler) differs(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, present bool) bool {
-	present = present && r.ours(k)
-	believed, ok := r.haveVS[k]
-	if !ok || !present {
-		return ok != present
-	}
-	return vs != believed || rs != nil && !sameWeights(rs, r.haveRS[k])
-}
-
-// take gives the belief a read of virtual server k, marking k dirty if they
-// differed.
-func (r *reconciler) take(k ipvs.Key, vs ipvs.VirtualServer, rs *realSet, present bool) {
-	present = present && r.ours(k)
-	if !r.differs(k, vs, rs, present) {
-		return
-	}
-	if present {
-		r.haveVS[k], r.haveRS[k] = vs, rs
-	} else {
-		delete(r.haveVS, k)
-		delete(r.haveRS, k)
-	}
-	r.dirtyVS[k] = true
-}
-
 // ours says whether the reconciler manages virtual server k: one it wants,
 // or one outside --ipvs-exclude-cidrs.
 func (r *reconciler) ours(k ipvs.Key) bool {
 	if !r.excluded(k.Address) {
 		return true
 	}
-	_, wanted := r.wantVS.get(k)
+	_, wanted := r.vs.want[k]
 	return wanted
-}
-
-// adoptMembers gives the belief about one kind of member (addresses, ipset
-// entries) a read's answer for each member either holds, except members
-// written since the read began and those unread (nil: none), marking dirty
-// those where the two differed.
-func adoptMembers[K comparable](read map[K]bool, m members[K], written map[K]bool, unread func(K) bool, pause func()) {
-	adopt := func(k K) {
-		if written[k] || read[k] == m.have[k] || unread != nil && unread(k) {
-			return
-		}
-		m.believe(k, read[k])
-		(*m.dirty)[k] = true
-	}
-	for k := range read {
-		pause()
-		adopt(k)
-	}
-	for k := range m.have {
-		pause()
-		adopt(k)
-	}
 }
 
 // reading is one virtual server as reread found it.
 type reading struct {
 	key     ipvs.Key
-	vs      ipvs.VirtualServer
-	rs      *realSet
+	held    heldVS
 	present bool
 }
 
@@ -187,5 +145,5 @@ func (r *reconciler) readOne(k ipvs.Key) (reading, error) {
 	if err != nil {
 		return reading{}, err
 	}
-	return reading{key: k, vs: vs, rs: newRealSet(reals), present: true}, nil
+	return reading{key: k, held: heldVS{vs, newRealSet(reals)}, present: true}, nil
 }

@@ -30,7 +30,7 @@ func (r *reconciler) apply() []error { return r.write(nil) }
 func (r *reconciler) write(first *priority) []error {
 	r.writesFirst.Lock()
 	defer r.writesFirst.Unlock()
-	vsKeys, addrKeys, entryKeys := allKeys(&r.dirtyVS), allKeys(&r.dirtyAddr), allKeys(&r.dirtyEntry)
+	vsKeys, addrKeys, entryKeys := allKeys(&r.vs.dirty), allKeys(&r.addr.dirty), allKeys(&r.entry.dirty)
 	if first != nil {
 		vsKeys.only, addrKeys.only, entryKeys.only = &first.vs, &first.addr, &first.entry
 	}
@@ -99,36 +99,23 @@ func writeLane[K comparable](write func(add bool, keys iter.Seq[K], retry map[K]
 	return lane{errs: append(errs, more...), ops: added + removed, took: time.Since(start)}
 }
 
-// members is one kind of member object (addresses, ipset entries) as an
-// apply's lane and a drift check's adopt see it: the same steps for both.
-type members[K comparable] struct {
-	dirty   *map[K]bool // a pointer: an apply replaces the map while adopt pauses
-	want    owners[K, struct{}]
-	have    map[K]bool
-	status  *statusTable[K]
-	believe func(K, bool)
-	wrote   func(K)
-}
-
-func (r *reconciler) addresses() members[netip.Addr] {
-	return members[netip.Addr]{&r.dirtyAddr, r.wantAddr, r.haveAddr, &r.addrStatus, r.believeAddr, r.wroteAddr}
-}
-
-func (r *reconciler) entries() members[setEntry] {
-	return members[setEntry]{&r.dirtyEntry, r.wantEntry, r.haveEntry, &r.entryStatus, r.believeEntry, r.wroteEntry}
-}
+// memberTable is a kind of object that is only present or absent in the
+// kernel (addresses, ipset entries).
+type memberTable[K comparable] = table[K, struct{}, struct{}]
 
 // pick returns the keys one pass writes: with add, the wanted ones the
 // kernel lacks, else the unwanted ones it holds. Keys already as wanted are
 // done; those whose retry is not due go to retry.
-func (m members[K]) pick(add bool, dirty iter.Seq[K], now time.Time, retry map[K]bool) []K {
+func pick[K comparable](t *memberTable[K], add bool, dirty iter.Seq[K], now time.Time, retry map[K]bool) []K {
 	var keys []K
 	for k := range dirty {
-		switch _, want := m.want[k]; {
+		_, want := t.want[k]
+		_, held := t.have[k]
+		switch {
 		case want != add: // the other pass's
-		case m.have[k] == add:
-			m.status.ok(k)
-		case m.status.waiting(k, now):
+		case held == add:
+			t.status.ok(k)
+		case t.status.waiting(k, now):
 			retry[k] = true
 		default:
 			keys = append(keys, k)
@@ -140,20 +127,20 @@ func (m members[K]) pick(add bool, dirty iter.Seq[K], now time.Time, retry map[K
 // record takes the kernel's answer to writing keys: a key written is
 // believed and done, a key refused goes to retry with its failure. It
 // returns how many were written and the errors.
-func (m members[K]) record(keys []K, results []error, add bool, now time.Time, retry map[K]bool) (int, []error) {
+func record[K comparable](t *memberTable[K], keys []K, results []error, add bool, now time.Time, retry map[K]bool) (int, []error) {
 	var errs []error
 	n := 0
 	for i, err := range results {
 		k := keys[i]
-		m.wrote(k)
+		t.wrote(k)
 		if err != nil {
 			errs = append(errs, err)
 			retry[k] = true
-			m.status.fail(k, err, now, m.want.owner(k))
+			t.status.fail(k, err, now, t.want.owner(k))
 			continue
 		}
-		m.status.ok(k)
-		m.believe(k, add)
+		t.status.ok(k)
+		believeIf(t, k, add)
 		n++
 	}
 	return n, errs
@@ -163,22 +150,22 @@ func (m members[K]) record(keys []K, results []error, add bool, now time.Time, r
 // (add) or unbinds those bound and unwanted, and says how many it wrote.
 // Failed writes go to retry.
 func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry map[netip.Addr]bool) (int, []error) {
-	m, now := r.addresses(), r.now()
-	addrs := m.pick(add, dirty, now, retry)
+	now := r.now()
+	addrs := pick(&r.addr, add, dirty, now, retry)
 	write := r.addrs.DeleteAddresses
 	if add {
 		write = r.addrs.AddAddresses
 	}
-	return m.record(addrs, write(addrs), add, now, retry)
+	return record(&r.addr, addrs, write(addrs), add, now, retry)
 }
 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
 // deletes those present and unwanted, a batch per set, and says how many it
 // wrote. Failed writes go to retry.
 func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[setEntry]bool) (int, []error) {
-	m, now := r.entries(), r.now()
+	now := r.now()
 	bySet := map[string][]setEntry{}
-	for _, e := range m.pick(add, dirty, now, retry) {
+	for _, e := range pick(&r.entry, add, dirty, now, retry) {
 		bySet[e.set] = append(bySet[e.set], e)
 	}
 	write := r.sets.DeleteEntries
@@ -192,7 +179,7 @@ func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[
 		for i, k := range keys {
 			entries[i] = k.entry
 		}
-		written, failed := m.record(keys, write(set, entries), add, now, retry)
+		written, failed := record(&r.entry, keys, write(set, entries), add, now, retry)
 		n += written
 		errs = append(errs, failed...)
 	}
@@ -212,13 +199,13 @@ func (r *reconciler) dirtyOf(names []types.NamespacedName) priority {
 	for _, n := range names {
 		st := r.byService[n]
 		for _, v := range st.virtualServers {
-			p.vs = appendDirty(p.vs, r.dirtyVS, v.vs.Key)
+			p.vs = appendDirty(p.vs, r.vs.dirty, v.vs.Key)
 		}
 		for _, a := range st.addresses {
-			p.addr = appendDirty(p.addr, r.dirtyAddr, a)
+			p.addr = appendDirty(p.addr, r.addr.dirty, a)
 		}
 		for _, e := range st.entries {
-			p.entry = appendDirty(p.entry, r.dirtyEntry, e)
+			p.entry = appendDirty(p.entry, r.entry.dirty, e)
 		}
 	}
 	return p
@@ -261,7 +248,7 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 			k := op.VS.Key
 			if err == nil {
 				r.ops++
-				r.wroteVS(k)
+				r.vs.wrote(k)
 				r.believe(op)
 				r.opOK(op)
 				continue
@@ -303,9 +290,9 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 func (r *reconciler) opOK(op ipvs.Op) {
 	switch op.Kind {
 	case ipvs.AddVS, ipvs.UpdateVS:
-		r.vsStatus.ok(op.VS.Key)
+		r.vs.status.ok(op.VS.Key)
 	case ipvs.DeleteVS:
-		r.vsStatus.ok(op.VS.Key)
+		r.vs.status.ok(op.VS.Key)
 		r.rsStatus.forget(op.VS.Key)
 	default:
 		r.rsStatus.ok(op.VS.Key, op.RS.ID())
@@ -313,10 +300,10 @@ func (r *reconciler) opOK(op ipvs.Op) {
 }
 
 func (r *reconciler) opFailed(op ipvs.Op, err error, now time.Time) {
-	owner := r.wantVS.owner(op.VS.Key)
+	owner := r.vs.want.owner(op.VS.Key)
 	switch op.Kind {
 	case ipvs.AddVS, ipvs.UpdateVS, ipvs.DeleteVS:
-		r.vsStatus.fail(op.VS.Key, err, now, owner)
+		r.vs.status.fail(op.VS.Key, err, now, owner)
 	default:
 		r.rsStatus.fail(op.VS.Key, op.RS.ID(), err, now, owner)
 	}
@@ -332,25 +319,25 @@ const opsPerWrite = 4096
 // were). Unwanted TCP real servers are not deleted but drained: weight 0
 // until their connections end.
 func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time) (_ []ipvs.Op, deferred bool) {
-	want, wanted := r.wantVS.get(k)
-	have, exists := r.haveVS[k]
+	want, wanted := r.vs.want.get(k)
+	have, exists := r.vs.have[k]
 	vsOp := ipvs.Op{VS: want.vs}
 	switch {
 	case !wanted && !exists:
-		r.vsStatus.ok(k)
+		r.vs.status.ok(k)
 		r.rsStatus.forget(k)
 		return ops, false
 	case !wanted:
-		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have}
+		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have.vs}
 	case !exists:
 		vsOp.Kind = ipvs.AddVS
-	case have != want.vs:
+	case have.vs != want.vs:
 		vsOp.Kind = ipvs.UpdateVS
 	default:
-		r.vsStatus.ok(k)
+		r.vs.status.ok(k)
 	}
 	if vsOp.Kind != 0 {
-		if r.vsStatus.waiting(k, now) {
+		if r.vs.status.waiting(k, now) {
 			return ops, true
 		}
 		ops = append(ops, vsOp)
@@ -365,7 +352,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		}
 		ops = append(ops, ipvs.Op{Kind: kind, VS: want.vs, RS: rs})
 	}
-	haveRS := r.haveRS[k]
+	haveRS := have.real
 	wantedRS := make(map[netip.AddrPort]bool, len(want.real))
 	for _, rs := range want.real {
 		id := rs.ID()

@@ -13,15 +13,15 @@ import (
 func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 	var ops []ipvs.Op
 	for k, ids := range r.draining {
-		seen, read := v.rs[k]
-		if written.vs[k] || !read {
+		seen := v.vs[k].real
+		if written.vs[k] || seen == nil {
 			continue
 		}
 		for id := range ids {
 			rs, ok := seen.get(id)
 			if !ok {
 				delete(ids, id)
-				r.haveRS[k].remove(id)
+				r.vs.have[k].real.remove(id)
 				continue
 			}
 			if rs.ActiveConns+rs.InactiveConns == 0 {
@@ -35,15 +35,15 @@ func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
 	var errs []error
 	for i, err := range r.ipvs.Write(ops) {
 		k, id := ops[i].VS.Key, ops[i].RS.ID()
-		r.wroteVS(k)
+		r.vs.wrote(k)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
-			r.rsStatus.fail(k, id, err, r.now(), r.wantVS.owner(k))
+			r.rsStatus.fail(k, id, err, r.now(), r.vs.want.owner(k))
 			continue
 		}
 		r.rsStatus.ok(k, id)
 		r.ops++
-		r.haveRS[k].remove(id)
+		r.vs.have[k].real.remove(id)
 		if ids := r.draining[k]; ids != nil {
 			delete(ids, id)
 			if len(ids) == 0 {

@@ -12,20 +12,20 @@ import (
 
 // kernelView is the kernel as one drift check read it.
 type kernelView struct {
-	vs    map[ipvs.Key]ipvs.VirtualServer
-	rs    map[ipvs.Key]*realSet
-	addr  map[netip.Addr]bool
-	entry map[setEntry]bool
+	// vs holds the virtual servers read, each with its real servers, or
+	// with real nil for those whose real servers were not read (see dumpPlan).
+	vs    map[ipvs.Key]heldVS
+	addr  map[netip.Addr]struct{}
+	entry map[setEntry]struct{}
 	// took is how long each part of the read took, for logs: at scale the
 	// kernel's side of these dumps is most of a drift check.
 	took readTimes
-	// realServersOf counts the virtual servers whose real servers were read;
-	// rs has no entry for the others (see dumpPlan).
+	// realServersOf counts the virtual servers whose real servers were read.
 	realServersOf int
 	// only, when not nil, holds the keys this read looked at (the plan's
 	// believed share), the virtual servers not having been listed (see
 	// dumpPlan); vs holds those found.
-	only map[ipvs.Key]believedVS
+	only map[ipvs.Key]shareVS
 	// unreadSets are the sets whose entries were not listed, their counts
 	// being what the belief expected; entry has none of theirs.
 	unreadSets map[string]bool
@@ -42,11 +42,13 @@ type writtenKeys struct {
 }
 
 // beginRead starts recording written keys and plans whose real servers the
-// read dumps; call it on the sync goroutine before readKernel starts.
+// read dumps; call it holding r.mu before readKernel starts.
 func (r *reconciler) beginRead() {
-	r.written = &writtenKeys{vs: map[ipvs.Key]bool{}, addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{}}
+	r.vs.beginRead()
+	r.addr.beginRead()
+	r.entry.beginRead()
 	r.plan = dumpPlan{}
-	n := len(r.haveVS)
+	n := len(r.vs.have)
 	if !r.adopted || n <= r.dumpsMax {
 		return
 	}
@@ -67,12 +69,12 @@ func (r *reconciler) planShare() {
 	if r.plan.shares <= 1 || r.plan.share == 0 {
 		return
 	}
-	r.plan.believed = map[ipvs.Key]believedVS{}
+	r.plan.believed = map[ipvs.Key]shareVS{}
 	pause := r.pacer()
-	for k, vs := range r.haveVS {
+	for k, h := range r.vs.have {
 		pause()
 		if r.plan.covers(k) {
-			r.plan.believed[k] = believedVS{vs: vs, reals: r.haveRS[k].len() > 0}
+			r.plan.believed[k] = shareVS{vs: h.vs, reals: h.real.len() > 0}
 		}
 	}
 }
@@ -106,10 +108,11 @@ type dumpPlan struct {
 	// about the virtual servers the share covers as the read began. The
 	// read then compares each set's count in the kernel with the belief's
 	// holding r.mu, so that a sync's writes meanwhile do not make them differ.
-	believed map[ipvs.Key]believedVS
+	believed map[ipvs.Key]shareVS
 }
 
-type believedVS struct {
+// shareVS is what the belief held of a virtual server in a share's plan.
+type shareVS struct {
 	vs    ipvs.VirtualServer
 	reals bool // whether it was believed to have real servers
 }
@@ -129,10 +132,7 @@ const tableReadMax = 5000
 // made and, holding r.mu, the sets' believed counts, so it runs without
 // r.mu while apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
-	v := &kernelView{
-		vs: map[ipvs.Key]ipvs.VirtualServer{}, rs: map[ipvs.Key]*realSet{},
-		addr: map[netip.Addr]bool{}, entry: map[setEntry]bool{},
-	}
+	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[setEntry]struct{}{}}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
 	if r.plan.believed != nil {
@@ -158,10 +158,10 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		if !vs.Address.Is4() {
 			continue
 		}
-		v.vs[vs.Key] = vs
 		reals, ok := table[vs.Key]
 		if !ok {
 			if table == nil && !r.plan.covers(vs.Key) {
+				v.vs[vs.Key] = heldVS{vs: vs}
 				continue
 			}
 			// None if deleted since the list was read; the next check sees it gone.
@@ -169,7 +169,7 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 				return nil, err
 			}
 		}
-		v.rs[vs.Key] = newRealSet(reals)
+		v.vs[vs.Key] = heldVS{vs, newRealSet(reals)}
 		v.realServersOf++
 	}
 	lap(&v.took.realServers)
@@ -215,8 +215,7 @@ func (r *reconciler) readShare(v *kernelView) error {
 		}
 		// Believed present; an unexpected empty answer shows as a
 		// difference, and adopt confirms it with a request of its own.
-		v.vs[k] = vs
-		v.rs[k] = newRealSet(reals)
+		v.vs[k] = heldVS{vs, newRealSet(reals)}
 		v.realServersOf++
 	}
 	return nil
@@ -232,7 +231,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 	lap(&v.took.addresses)
 	for _, a := range addrs {
 		if a.Is4() {
-			v.addr[a] = true
+			v.addr[a] = struct{}{}
 		}
 	}
 	for _, name := range r.setNames {
@@ -257,7 +256,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 			return nil, err
 		}
 		for _, e := range entries {
-			v.entry[setEntry{name, e}] = true
+			v.entry[setEntry{name, e}] = struct{}{}
 		}
 	}
 	lap(&v.took.sets)
@@ -290,14 +289,14 @@ func (r *reconciler) readServices(names []types.NamespacedName) error {
 			}
 		}
 		for _, a := range st.addresses {
-			r.haveAddr[a] = bound[a]
+			believeIf(&r.addr, a, bound[a])
 		}
 		for _, e := range st.entries {
 			ok, err := r.sets.Has(e.set, e.entry)
 			if err != nil {
 				return err
 			}
-			r.believeEntry(e, ok)
+			believeIf(&r.entry, e, ok)
 		}
 	}
 	return nil
@@ -309,10 +308,18 @@ func (r *reconciler) readVirtualServer(k ipvs.Key) error {
 		return err
 	}
 	if !rd.present {
-		delete(r.haveVS, k)
-		delete(r.haveRS, k)
+		r.vs.forget(k)
 		return nil
 	}
-	r.haveVS[k], r.haveRS[k] = rd.vs, rd.rs
+	r.vs.believe(k, rd.held)
 	return nil
+}
+
+// believeIf records whether the kernel holds member k.
+func believeIf[K comparable](t *memberTable[K], k K, present bool) {
+	if present {
+		t.believe(k, struct{}{})
+	} else {
+		t.forget(k)
+	}
 }

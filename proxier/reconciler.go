@@ -37,38 +37,23 @@ type reconciler struct {
 
 	byService map[types.NamespacedName]serviceState
 
-	wantVS    owners[ipvs.Key, virtualServerState]
-	wantAddr  owners[netip.Addr, struct{}]
-	wantEntry owners[setEntry, struct{}]
-
-	haveVS    map[ipvs.Key]ipvs.VirtualServer
-	haveRS    map[ipvs.Key]*realSet
-	haveAddr  map[netip.Addr]bool
-	haveEntry map[setEntry]bool
+	// One table per kind of kernel object (see table). A failed object is
+	// retried alone, after a delay that doubles per failure up to the sync
+	// period, while the other objects are written.
+	vs    table[ipvs.Key, virtualServerState, heldVS]
+	addr  table[netip.Addr, struct{}, struct{}]
+	entry table[setEntry, struct{}, struct{}]
+	// rsStatus holds the failed real servers, members of vs's rows.
+	rsStatus realServerStatus
 	// entryCount is how many entries each set is believed to hold, which a
 	// drift check compares with the kernel's count (see dumpPlan).
 	entryCount map[string]int
-
-	dirtyVS    map[ipvs.Key]bool
-	dirtyAddr  map[netip.Addr]bool
-	dirtyEntry map[setEntry]bool
-
-	// The objects whose last write failed, by kind: each is retried
-	// alone, after a delay that doubles per failure up to retryMax (the
-	// sync period), while the other objects are written.
-	vsStatus    statusTable[ipvs.Key]
-	rsStatus    realServerStatus
-	addrStatus  statusTable[netip.Addr]
-	entryStatus statusTable[setEntry]
-	now         func() time.Time
+	now        func() time.Time
 
 	// draining holds removed TCP real servers kept at weight 0 until their
 	// connections end (graceful termination).
 	draining map[ipvs.Key]map[netip.AddrPort]bool
 
-	// written records writes while a kernel read is in flight and until it
-	// is adopted (nil otherwise).
-	written *writtenKeys
 	// adoptSlice is how many keys adopt compares between pauses.
 	adoptSlice int
 	// dumpsMax is the most virtual servers whose real servers one drift
@@ -110,8 +95,10 @@ func (r *reconciler) takeWork() work {
 	return w
 }
 
-// endRead stops recording written keys, for a read that failed.
-func (r *reconciler) endRead() { r.written = nil }
+// endRead stops recording written keys and returns them.
+func (r *reconciler) endRead() *writtenKeys {
+	return &writtenKeys{vs: r.vs.endRead(), addr: r.addr.endRead(), entry: r.entry.endRead()}
+}
 
 // applyTimes splits an apply's time by the kind of kernel object written.
 type applyTimes struct{ addresses, entries, virtualServers time.Duration }
@@ -129,29 +116,19 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		mu:   &sync.Mutex{},
 		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
 		byService:  map[types.NamespacedName]serviceState{},
-		wantVS:     owners[ipvs.Key, virtualServerState]{},
-		wantAddr:   owners[netip.Addr, struct{}]{},
-		wantEntry:  owners[setEntry, struct{}]{},
-		haveVS:     map[ipvs.Key]ipvs.VirtualServer{},
-		haveRS:     map[ipvs.Key]*realSet{},
-		haveAddr:   map[netip.Addr]bool{},
-		haveEntry:  map[setEntry]bool{},
+		vs:         newTable[ipvs.Key, virtualServerState, heldVS](kindVirtualServer, retryMax),
+		addr:       newTable[netip.Addr, struct{}, struct{}](kindAddress, retryMax),
+		entry:      newTable[setEntry, struct{}, struct{}](kindSetEntry, retryMax),
+		rsStatus:   realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
 		entryCount: map[string]int{},
-		dirtyVS:    map[ipvs.Key]bool{},
-		dirtyAddr:  map[netip.Addr]bool{},
-		dirtyEntry: map[setEntry]bool{},
 		draining:   map[ipvs.Key]map[netip.AddrPort]bool{},
-
-		vsStatus:    newStatusTable[ipvs.Key](kindVirtualServer, retryMax),
-		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
-		addrStatus:  newStatusTable[netip.Addr](kindAddress, retryMax),
-		entryStatus: newStatusTable[setEntry](kindSetEntry, retryMax),
-		now:         time.Now,
+		now:        time.Now,
 
 		adoptSlice: 250,
 		dumpsMax:   realServerDumpsMax,
 		seed:       maphash.MakeSeed(),
 	}
+	r.entry.counted = func(e setEntry, delta int) { r.entryCount[e.set] += delta }
 	r.drift.r = r
 	return r
 }
@@ -213,34 +190,37 @@ func (r *reconciler) outcome() outcome {
 	return outcome{work: r.takeWork(), reports: r.takeReports(), failed: r.failedCounts(), retryAt: r.nextRetry()}
 }
 
+// heldVS is what the reconciler believes the kernel holds of one virtual
+// server: its attributes and its real servers.
+type heldVS struct {
+	vs   ipvs.VirtualServer
+	real *realSet
+}
+
 // setService replaces what one Service wants and marks its objects dirty.
 // A failed object it touches is retried at the next apply, not after its
 // delay: what is wanted of it may have changed.
 func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 	old := r.byService[name]
 	for _, v := range old.virtualServers {
-		r.wantVS.remove(v.vs.Key, name)
-		r.markVS(v.vs.Key)
+		r.vs.delete(v.vs.Key, name)
+		r.retryRealServersNow(v.vs.Key)
 	}
 	for _, a := range old.addresses {
-		r.wantAddr.remove(a, name)
-		markDirty(r.dirtyAddr, &r.addrStatus, a)
+		r.addr.delete(a, name)
 	}
 	for _, e := range old.entries {
-		r.wantEntry.remove(e, name)
-		markDirty(r.dirtyEntry, &r.entryStatus, e)
+		r.entry.delete(e, name)
 	}
 	for _, v := range st.virtualServers {
-		r.wantVS.add(v.vs.Key, name, v)
-		r.markVS(v.vs.Key)
+		r.vs.update(v.vs.Key, name, v)
+		r.retryRealServersNow(v.vs.Key)
 	}
 	for _, a := range st.addresses {
-		r.wantAddr.add(a, name, struct{}{})
-		markDirty(r.dirtyAddr, &r.addrStatus, a)
+		r.addr.update(a, name, struct{}{})
 	}
 	for _, e := range st.entries {
-		r.wantEntry.add(e, name, struct{}{})
-		markDirty(r.dirtyEntry, &r.entryStatus, e)
+		r.entry.update(e, name, struct{}{})
 	}
 	if len(st.virtualServers) == 0 && len(st.addresses) == 0 && len(st.entries) == 0 {
 		delete(r.byService, name)
@@ -249,55 +229,10 @@ func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 	}
 }
 
-func markDirty[K comparable](dirty map[K]bool, status *statusTable[K], k K) {
-	dirty[k] = true
-	status.retryNow(k)
-}
-
-// markVS marks virtual server k dirty, with its failed real servers due.
-func (r *reconciler) markVS(k ipvs.Key) {
-	markDirty(r.dirtyVS, &r.vsStatus, k)
+// retryRealServersNow makes virtual server k's failed real servers due.
+func (r *reconciler) retryRealServersNow(k ipvs.Key) {
 	if t := r.rsStatus.of(k); t != nil {
 		t.retryAllNow()
-	}
-}
-
-// Record a write, if a kernel read is in flight.
-func (r *reconciler) wroteVS(k ipvs.Key) {
-	if r.written != nil {
-		r.written.vs[k] = true
-	}
-}
-
-func (r *reconciler) wroteAddr(a netip.Addr) {
-	if r.written != nil {
-		r.written.addr[a] = true
-	}
-}
-
-func (r *reconciler) wroteEntry(e setEntry) {
-	if r.written != nil {
-		r.written.entry[e] = true
-	}
-}
-
-// believeEntry records whether the kernel holds e.
-func (r *reconciler) believeEntry(e setEntry, present bool) {
-	switch {
-	case present && !r.haveEntry[e]:
-		r.haveEntry[e] = true
-		r.entryCount[e.set]++
-	case !present && r.haveEntry[e]:
-		delete(r.haveEntry, e)
-		r.entryCount[e.set]--
-	}
-}
-
-func (r *reconciler) believeAddr(a netip.Addr, present bool) {
-	if present {
-		r.haveAddr[a] = true
-	} else {
-		delete(r.haveAddr, a)
 	}
 }
 
@@ -306,30 +241,29 @@ func (r *reconciler) believe(op ipvs.Op) {
 	k := op.VS.Key
 	switch op.Kind {
 	case ipvs.AddVS:
-		r.haveVS[k] = op.VS
 		// Sized for the real servers to come: grown by append, a set of
 		// ten would hold room for sixteen, at every virtual server.
-		want, _ := r.wantVS.get(k)
-		r.haveRS[k] = newRealSet(make([]ipvs.RealServer, 0, len(want.real)))
+		want, _ := r.vs.want.get(k)
+		r.vs.believe(k, heldVS{op.VS, newRealSet(make([]ipvs.RealServer, 0, len(want.real)))})
 	case ipvs.UpdateVS:
-		r.haveVS[k] = op.VS
+		h := r.vs.have[k]
+		h.vs = op.VS
+		r.vs.believe(k, h)
 	case ipvs.DeleteVS:
-		delete(r.haveVS, k)
-		delete(r.haveRS, k)
+		r.vs.forget(k)
 		delete(r.draining, k)
 	case ipvs.AddRS, ipvs.UpdateRS:
-		set := r.haveRS[k]
-		if set == nil {
-			set = newRealSet(nil)
-			r.haveRS[k] = set
+		h, ok := r.vs.have[k]
+		if !ok {
+			return // only written with its virtual server, believed first
 		}
-		cur, ok := set.get(op.RS.ID())
+		cur, ok := h.real.get(op.RS.ID())
 		if !ok {
 			cur = op.RS
 		}
 		cur.Weight = op.RS.Weight
-		set.put(cur)
+		h.real.put(cur)
 	case ipvs.DeleteRS:
-		r.haveRS[k].remove(op.RS.ID())
+		r.vs.have[k].real.remove(op.RS.ID())
 	}
 }

@@ -441,9 +441,8 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 	v := mustRead(t, r)
 	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
-	v.rs[a].remove(netip.MustParseAddrPort("10.244.0.2:8080"))
+	v.vs[a].real.remove(netip.MustParseAddrPort("10.244.0.2:8080"))
 	delete(v.vs, b)
-	delete(v.rs, b)
 	if errs := r.drain(v, mustAdopt(t, r, v)); len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -474,8 +473,8 @@ func TestReconcilerWritesMoreOpsThanOneWriteHolds(t *testing.T) {
 	if got := len(k.ipvs.TakeOps()); got != 11*n {
 		t.Fatalf("%d IPVS writes, want %d", got, 11*n)
 	}
-	if len(r.dirtyVS) != 0 {
-		t.Fatalf("%d virtual servers still dirty", len(r.dirtyVS))
+	if len(r.vs.dirty) != 0 {
+		t.Fatalf("%d virtual servers still dirty", len(r.vs.dirty))
 	}
 }
 
@@ -875,7 +874,7 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	k, r, c := sixCountedServices(t)
 	mustRefresh(t, r)
-	shares := (len(r.haveVS) + r.dumpsMax - 1) / r.dumpsMax
+	shares := (len(r.vs.have) + r.dumpsMax - 1) / r.dumpsMax
 	for r.rounds%shares == 0 { // the next check is not a listing one
 		mustRefresh(t, r)
 	}
@@ -1027,7 +1026,7 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 		}
 		mustApply(t, r)
 	}
-	shares := (len(r.haveVS) + r.dumpsMax - 1) / r.dumpsMax
+	shares := (len(r.vs.have) + r.dumpsMax - 1) / r.dumpsMax
 	for range shares { // drains what the last changes left at weight 0
 		mustRefresh(t, r)
 	}

@@ -201,23 +201,22 @@ func (s *realServerStatus) nextRetry() time.Time {
 
 // takeReports returns the status changes since the last call, of every kind.
 func (r *reconciler) takeReports() []objectReport {
-	var out []objectReport
-	out = append(out, r.vsStatus.takeReports()...)
+	out := r.vs.status.takeReports()
 	out = append(out, r.rsStatus.reports...)
 	r.rsStatus.reports = nil
-	out = append(out, r.addrStatus.takeReports()...)
-	return append(out, r.entryStatus.takeReports()...)
+	out = append(out, r.addr.status.takeReports()...)
+	return append(out, r.entry.status.takeReports()...)
 }
 
 // failedCounts says how many objects of each kind have failed.
 func (r *reconciler) failedCounts() map[objectKind]int {
 	return map[objectKind]int{
-		kindVirtualServer: len(r.vsStatus.failed), kindRealServer: r.rsStatus.count(),
-		kindAddress: len(r.addrStatus.failed), kindSetEntry: len(r.entryStatus.failed),
+		kindVirtualServer: len(r.vs.status.failed), kindRealServer: r.rsStatus.count(),
+		kindAddress: len(r.addr.status.failed), kindSetEntry: len(r.entry.status.failed),
 	}
 }
 
 // nextRetry is when the earliest failed object is due, or zero if none failed.
 func (r *reconciler) nextRetry() time.Time {
-	return earliest(r.vsStatus.nextRetry(), r.rsStatus.nextRetry(), r.addrStatus.nextRetry(), r.entryStatus.nextRetry())
+	return earliest(r.vs.status.nextRetry(), r.rsStatus.nextRetry(), r.addr.status.nextRetry(), r.entry.status.nextRetry())
 }

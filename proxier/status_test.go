@@ -64,11 +64,11 @@ func failedAttempts(t *testing.T, p *Proxier, kind objectKind) int {
 			}
 		}
 	case kindAddress:
-		for _, f := range p.rec.addrStatus.failed {
+		for _, f := range p.rec.addr.status.failed {
 			all = append(all, f)
 		}
 	case kindSetEntry:
-		for _, f := range p.rec.entryStatus.failed {
+		for _, f := range p.rec.entry.status.failed {
 			all = append(all, f)
 		}
 	}
