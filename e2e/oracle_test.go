@@ -64,7 +64,18 @@ func oracleObjects() []any {
 	otherA := framework.Slice(ns, "other-proxy", "other-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8085)},
 		framework.Endpoint("10.244.1.8", "", true))
 	otherA.Labels["service.kubernetes.io/service-proxy-name"] = "someone-else"
-	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA}
+	// internalTrafficPolicy: Local, with a local endpoint among remote ones,
+	// and with remote ones alone (no real server: traffic dropped).
+	localOnly := framework.ClusterIPService(ns, "local-only", "10.96.10.16", framework.Port("", tcp, 86, 8086))
+	localOnly.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+	noLocal := framework.ClusterIPService(ns, "no-local", "10.96.10.17", framework.Port("", tcp, 87, 8087))
+	noLocal.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+	localOnlyA := framework.Slice(ns, "local-only", "local-only-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8086)},
+		framework.Endpoint("10.244.1.9", node, true), framework.Endpoint("10.244.1.10", "other-node", true))
+	noLocalA := framework.Slice(ns, "no-local", "no-local-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8087)},
+		framework.Endpoint("10.244.1.11", "other-node", true))
+	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA,
+		localOnly, noLocal, localOnlyA, noLocalA}
 }
 
 // TestSameKernelStateAsUpstream runs upstream kube-proxy v1.34 in IPVS mode

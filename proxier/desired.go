@@ -89,6 +89,10 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			}
 		}
 		srv := serving(eps)
+		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
+			// Traffic to the cluster IP stays on this node, or is dropped.
+			srv = serving(local(eps))
+		}
 		// Sized exactly: the reconciler keeps it for the Service's lifetime.
 		vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(srv))}
 		for _, ep := range srv {
@@ -184,6 +188,17 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 		return netip.AddrPortFrom(out[i].addr, out[i].port).Compare(netip.AddrPortFrom(out[j].addr, out[j].port)) < 0
 	})
 	return out, problems
+}
+
+// local picks the endpoints on this node.
+func local(eps []endpoint) []endpoint {
+	var out []endpoint
+	for _, ep := range eps {
+		if ep.local {
+			out = append(out, ep)
+		}
+	}
+	return out
 }
 
 // serving picks the endpoints that get traffic: the ready ones, or, when

@@ -80,6 +80,11 @@ func TestDesiredState(t *testing.T) {
 	shortAffinity.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
 	external := svc("", port("", tcp, 80))
 	external.Spec.Type = v1.ServiceTypeExternalName
+	internalLocal := func(ip string) *v1.Service {
+		s := svc(ip, port("", tcp, 80))
+		s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+		return s
+	}
 
 	cases := []struct {
 		name     string
@@ -150,6 +155,43 @@ set KUBE-IPVS-IPS 10.96.0.20`,
 addr 10.96.0.21
 set KUBE-CLUSTER-IP 10.96.0.21,tcp:80
 set KUBE-IPVS-IPS 10.96.0.21`,
+		},
+		{
+			name: "internalTrafficPolicy Local: only this node's ready endpoints",
+			svc:  internalLocal("10.96.0.30"),
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"},
+				ep{ip: "10.244.0.3", ready: no, serving: yes, terminating: yes, node: "me"})},
+			want: `vs 10.96.0.30:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+addr 10.96.0.30
+set KUBE-CLUSTER-IP 10.96.0.30,tcp:80
+set KUBE-IPVS-IPS 10.96.0.30
+set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
+set KUBE-LOOP-BACK 10.244.0.3,tcp:8080,10.244.0.3`,
+		},
+		{
+			name: "internalTrafficPolicy Local: a local terminating endpoint serves when no local one is ready, even with remote ready ones",
+			svc:  internalLocal("10.96.0.31"),
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.2", ready: yes, node: "other"},
+				ep{ip: "10.244.0.3", ready: no, serving: yes, terminating: yes, node: "me"})},
+			want: `vs 10.96.0.31:80/TCP rr
+  rs 10.244.0.3:8080 w=1
+addr 10.96.0.31
+set KUBE-CLUSTER-IP 10.96.0.31,tcp:80
+set KUBE-IPVS-IPS 10.96.0.31
+set KUBE-LOOP-BACK 10.244.0.3,tcp:8080,10.244.0.3`,
+		},
+		{
+			name: "internalTrafficPolicy Local without local endpoints: no real server, traffic dropped",
+			svc:  internalLocal("10.96.0.32"),
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.2", ready: yes, node: "other"})},
+			want: `vs 10.96.0.32:80/TCP rr
+addr 10.96.0.32
+set KUBE-CLUSTER-IP 10.96.0.32,tcp:80
+set KUBE-IPVS-IPS 10.96.0.32`,
 		},
 		{name: "headless programs nothing", svc: svc("None", port("", tcp, 80))},
 		{name: "ExternalName programs nothing", svc: external},

@@ -60,15 +60,23 @@ func (e *Env) CreateNamespace(ns string) error {
 	return nil
 }
 
-// Apply creates Services and EndpointSlices, replacing slices that exist.
+// Apply creates Services and EndpointSlices, replacing those that exist.
 func (e *Env) Apply(objs ...any) error {
 	ctx, cancel := Ctx()
 	defer cancel()
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *v1.Service:
-			if _, err := e.Admin.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create service %s/%s: %w", o.Namespace, o.Name, err)
+			c := e.Admin.CoreV1().Services(o.Namespace)
+			cur, err := c.Get(ctx, o.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				_, err = c.Create(ctx, o, metav1.CreateOptions{})
+			} else if err == nil {
+				o.ResourceVersion = cur.ResourceVersion
+				_, err = c.Update(ctx, o, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				return fmt.Errorf("apply service %s/%s: %w", o.Namespace, o.Name, err)
 			}
 		case *discovery.EndpointSlice:
 			c := e.Admin.DiscoveryV1().EndpointSlices(o.Namespace)
