@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,13 +40,19 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	mustApply(t, svc)
 	waitAnswerSet(t, client.HTTP, vip, "itp-here,itp-there", 12, 30*time.Second)
 
-	// Back to Local with no pod on this node: no real server, no answer.
+	// Back to Local with no pod on this node: no real server takes new
+	// connections (the old ones drain at weight 0), and nobody answers.
 	svc.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 	mustApply(t, svc, framework.Slice(ns, "web", "web-1", ports, framework.Endpoint(there.IP.String(), "other-node", true)))
-	eventually(t, "no real server", 30*time.Second, func() error {
+	eventually(t, "every real server at weight 0", 30*time.Second, func() error {
 		rs, err := realServers(t, ipvs.Key{Address: vip.Addr(), Protocol: ipvs.TCP, Port: 80})
-		if err != nil || len(rs) != 0 {
-			return fmt.Errorf("real servers %v, %v", rs, err)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if !strings.HasSuffix(r, "/0") {
+				return fmt.Errorf("real servers %v", rs)
+			}
 		}
 		return nil
 	})
