@@ -106,13 +106,19 @@ func TestKernelRefusesOneRealServer(t *testing.T) {
 
 func failedRealServers(t *testing.T) float64 {
 	t.Helper()
+	return gauge(t, `kubeproxy_sync_proxy_rules_failed_objects{kind="real_server"}`)
+}
+
+// gauge scrapes the shared proxier's metric with these labels.
+func gauge(t *testing.T, series string) float64 {
+	t.Helper()
 	all, err := framework.Scrape()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := all[`kubeproxy_sync_proxy_rules_failed_objects{kind="real_server"}`]
+	v, ok := all[series]
 	if !ok {
-		t.Fatal("no failed-objects gauge for real servers")
+		t.Fatalf("no metric %s", series)
 	}
 	return v
 }

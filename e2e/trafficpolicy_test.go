@@ -18,7 +18,8 @@ import (
 
 // TestInternalTrafficPolicyLocal: a Service with internalTrafficPolicy
 // Local is answered only by the pod on this node, by every pod once the
-// policy is Cluster, and not at all when no pod is on this node.
+// policy is Cluster, and not at all when no pod is on this node, which the
+// no-local-endpoints gauge counts.
 func TestInternalTrafficPolicyLocal(t *testing.T) {
 	t.Parallel()
 	ourProxier(t)
@@ -35,6 +36,8 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	mustApply(t, svc, both)
 	vip := ap("10.96.26.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "itp-here", 8, 30*time.Second)
+	const noLocal = `kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"}`
+	before := gauge(t, noLocal) // other tests' Services, such as the oracle's
 
 	svc.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyCluster)
 	mustApply(t, svc)
@@ -58,5 +61,8 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	})
 	if who, err := client.HTTP(vip, time.Second); err == nil {
 		t.Fatalf("answered by %s with no endpoint on this node", who)
+	}
+	if n := gauge(t, noLocal); n != before+1 {
+		t.Errorf("%s = %v, want %v", noLocal, n, before+1)
 	}
 }

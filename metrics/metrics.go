@@ -30,6 +30,7 @@ type Metrics struct {
 	IPTablesRestoreFailures    prometheus.Counter
 	KernelOpsTotal             prometheus.Counter
 	FailedObjects              *prometheus.GaugeVec
+	NoLocalEndpoints           *prometheus.GaugeVec
 }
 
 func New() *Metrics {
@@ -67,11 +68,14 @@ func New() *Metrics {
 			Name: "sync_proxy_rules_kernel_operations_total", Help: "Kernel objects added, updated or deleted by syncs"}),
 		FailedObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_failed_objects", Help: "Kernel objects whose last write failed, retried alone with backoff, by kind"}, []string{"kind"}),
+		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
+			Name: "sync_proxy_rules_no_local_endpoints_total",
+			Help: "Services whose Local traffic policy drops traffic: they have endpoints, none on this node"}, []string{"traffic_policy"}),
 	}
 	m.Registry.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration,
 		m.LastSyncTimestamp, m.LastQueuedTimestamp, m.ServiceChangesPending, m.EndpointChangesPending,
 		m.ServiceChangesTotal, m.EndpointChangesTotal, m.SyncFailuresTotal, m.IPTablesRestoreFailures, m.KernelOpsTotal, m.FailedObjects,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.NoLocalEndpoints, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -22,6 +22,9 @@ type serviceState struct {
 	virtualServers []virtualServerState
 	addresses      []netip.Addr // bound to the dummy link
 	entries        []setEntry
+	// noLocalEndpoints says that internalTrafficPolicy Local drops traffic
+	// to a port that has usable endpoints, none of them on this node.
+	noLocalEndpoints bool
 }
 
 type virtualServerState struct {
@@ -91,7 +94,9 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		srv := serving(eps)
 		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
 			// Traffic to the cluster IP stays on this node, or is dropped.
+			all := srv
 			srv = serving(local(eps))
+			st.noLocalEndpoints = st.noLocalEndpoints || len(srv) == 0 && len(all) > 0
 		}
 		// Sized exactly: the reconciler keeps it for the Service's lifetime.
 		vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(srv))}

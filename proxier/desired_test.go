@@ -67,6 +67,9 @@ func render(st serviceState) string {
 		entries = append(entries, "set "+e.String())
 	}
 	slices.Sort(entries)
+	if st.noLocalEndpoints {
+		entries = append(entries, "no local endpoints")
+	}
 	return strings.Join(append(lines, entries...), "\n")
 }
 
@@ -191,7 +194,8 @@ set KUBE-LOOP-BACK 10.244.0.3,tcp:8080,10.244.0.3`,
 			want: `vs 10.96.0.32:80/TCP rr
 addr 10.96.0.32
 set KUBE-CLUSTER-IP 10.96.0.32,tcp:80
-set KUBE-IPVS-IPS 10.96.0.32`,
+set KUBE-IPVS-IPS 10.96.0.32
+no local endpoints`,
 		},
 		{name: "headless programs nothing", svc: svc("None", port("", tcp, 80))},
 		{name: "ExternalName programs nothing", svc: external},

@@ -80,6 +80,9 @@ type Proxier struct {
 	// kernel object; its one key is setupKey.
 	setupStatus statusTable[string]
 	problems    map[types.NamespacedName]string
+	// noLocal holds the Services whose internalTrafficPolicy Local drops
+	// traffic for want of an endpoint on this node.
+	noLocal map[types.NamespacedName]bool
 	// earlySetup delivers the result of the kernel setup Run starts while
 	// the informers list; nil once a sync has taken it, or without Run.
 	earlySetup chan error
@@ -101,6 +104,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
 		problems:    map[types.NamespacedName]string{},
+		noLocal:     map[types.NamespacedName]bool{},
 		setupStatus: newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
 	}
 	names := make([]string, len(ipv4Sets))
@@ -399,7 +403,14 @@ func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
 		st, problems := desiredState(in.service, in.slices, &p.cfg)
 		p.report(in, problems)
 		changes = append(changes, serviceChange{in.name, st})
+		if st.noLocalEndpoints {
+			p.noLocal[in.name] = true
+		} else {
+			delete(p.noLocal, in.name)
+		}
 	}
+	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal)))
+	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(0) // externalTrafficPolicy comes with NodePort
 	return changes
 }
 
