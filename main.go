@@ -42,7 +42,7 @@ import (
 // cluster DNS.
 var defaultCritical = []string{"default/kubernetes", "kube-system/kube-dns"}
 
-var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
+var schedulers = proxier.Schedulers
 
 func flags() []cli.Flag {
 	return []cli.Flag{

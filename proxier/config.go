@@ -7,6 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// Schedulers are the IPVS schedulers kube-proxy accepts, for
+// --ipvs-scheduler and SchedulerAnnotation.
+var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
+
+// SchedulerAnnotation on a Service picks its IPVS scheduler, overriding
+// --ipvs-scheduler for that Service alone.
+const SchedulerAnnotation = "kube-ipvs-proxy.io/ipvs-scheduler"
+
 // Config is what the proxier needs from the command line.
 type Config struct {
 	NodeName      string

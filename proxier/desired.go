@@ -3,6 +3,7 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -62,6 +63,10 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	if err != nil || !clusterIP.Is4() {
 		return st, []string{fmt.Sprintf("cluster IP %q is not an IPv4 address; service skipped", svc.Spec.ClusterIP)}
 	}
+	scheduler, problem := schedulerOf(svc, cfg.Scheduler)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
 	var scheduled bool
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
@@ -79,9 +84,9 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 
 		vs := ipvs.VirtualServer{
 			Key:       ipvs.Key{Address: clusterIP, Protocol: proto, Port: uint16(sp.Port)},
-			Scheduler: cfg.Scheduler,
+			Scheduler: scheduler,
 		}
-		if cfg.Scheduler == "mh" {
+		if scheduler == "mh" {
 			vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
 		}
 		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
@@ -119,6 +124,20 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		st.entries = append(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: clusterIP}})
 	}
 	return st, problems
+}
+
+// schedulerOf is the Service's scheduler: its annotation's, if it names one
+// kube-proxy knows, else the node's, with a problem saying why.
+func schedulerOf(svc *v1.Service, node string) (string, string) {
+	want, ok := svc.Annotations[SchedulerAnnotation]
+	if !ok {
+		return node, ""
+	}
+	if !slices.Contains(Schedulers, want) {
+		return node, fmt.Sprintf("annotation %s: unknown scheduler %q (one of %s); using %s",
+			SchedulerAnnotation, want, strings.Join(Schedulers, ", "), node)
+	}
+	return want, ""
 }
 
 // programsClusterIP says whether svc has a virtual IP to program at all.

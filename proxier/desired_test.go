@@ -83,6 +83,11 @@ func TestDesiredState(t *testing.T) {
 	shortAffinity.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
 	external := svc("", port("", tcp, 80))
 	external.Spec.Type = v1.ServiceTypeExternalName
+	annotated := func(ip, scheduler string) *v1.Service {
+		s := svc(ip, port("", tcp, 80))
+		s.Annotations = map[string]string{SchedulerAnnotation: scheduler}
+		return s
+	}
 	internalLocal := func(ip string) *v1.Service {
 		s := svc(ip, port("", tcp, 80))
 		s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
@@ -197,6 +202,23 @@ set KUBE-CLUSTER-IP 10.96.0.32,tcp:80
 set KUBE-IPVS-IPS 10.96.0.32
 no local endpoints`,
 		},
+		{
+			name: "scheduler annotation overrides the node's",
+			svc:  annotated("10.96.0.40", "wlc"),
+			want: `vs 10.96.0.40:80/TCP wlc
+addr 10.96.0.40
+set KUBE-CLUSTER-IP 10.96.0.40,tcp:80
+set KUBE-IPVS-IPS 10.96.0.40`,
+		},
+		{
+			name:     "unknown scheduler in the annotation: the node's, with a problem",
+			svc:      annotated("10.96.0.41", "fastest"),
+			problems: 1,
+			want: `vs 10.96.0.41:80/TCP rr
+addr 10.96.0.41
+set KUBE-CLUSTER-IP 10.96.0.41,tcp:80
+set KUBE-IPVS-IPS 10.96.0.41`,
+		},
 		{name: "headless programs nothing", svc: svc("None", port("", tcp, 80))},
 		{name: "ExternalName programs nothing", svc: external},
 		{name: "deleted service programs nothing"},
@@ -243,10 +265,20 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 }
 
 func TestDesiredStateMaglevFlags(t *testing.T) {
-	st, _ := desiredState(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), nil, &Config{Scheduler: "mh"})
-	vs := st.virtualServers[0].vs
-	if vs.Scheduler != "mh" || vs.Flags != 0x10 {
-		t.Fatalf("mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", vs)
+	byAnnotation := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	byAnnotation.Annotations = map[string]string{SchedulerAnnotation: "mh"}
+	for name, c := range map[string]struct {
+		svc *v1.Service
+		cfg *Config
+	}{
+		"--ipvs-scheduler": {svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), &Config{Scheduler: "mh"}},
+		"annotation":       {byAnnotation, &Config{Scheduler: "rr"}},
+	} {
+		st, _ := desiredState(c.svc, nil, c.cfg)
+		vs := st.virtualServers[0].vs
+		if vs.Scheduler != "mh" || vs.Flags != 0x10 {
+			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)
+		}
 	}
 }
 

@@ -74,7 +74,8 @@ func serviceChanged(old, cur *v1.Service) bool {
 		return old != cur
 	}
 	return !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
-		!equality.Semantic.DeepEqual(old.Status.LoadBalancer, cur.Status.LoadBalancer)
+		!equality.Semantic.DeepEqual(old.Status.LoadBalancer, cur.Status.LoadBalancer) ||
+		old.Annotations[SchedulerAnnotation] != cur.Annotations[SchedulerAnnotation]
 }
 
 func (t *changeTracker) setService(name types.NamespacedName, svc *v1.Service) {

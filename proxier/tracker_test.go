@@ -80,3 +80,24 @@ func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
 		t.Fatalf("after a peek, take = %+v; want both Services with their changes", ins)
 	}
 }
+
+// Of a Service's metadata, only the scheduler annotation is programmed: an
+// edit to it is a change, an edit to any other annotation is not.
+func TestTrackerSeesSchedulerAnnotationEdits(t *testing.T) {
+	tr := newChangeTracker(nil)
+	a := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	tr.OnServiceAdd(a)
+	tr.take(false)
+	other := a.DeepCopy()
+	other.Annotations = map[string]string{"team": "a"}
+	tr.OnServiceUpdate(a, other)
+	if n := len(tr.take(false)); n != 0 {
+		t.Fatalf("another annotation queued %d changes", n)
+	}
+	sched := other.DeepCopy()
+	sched.Annotations[SchedulerAnnotation] = "lc"
+	tr.OnServiceUpdate(other, sched)
+	if ins := tr.take(false); len(ins) != 1 {
+		t.Fatalf("the scheduler annotation queued %d changes, want 1", len(ins))
+	}
+}
