@@ -10,6 +10,9 @@ func fmtMs(v *float64) string {
 	if v == nil {
 		return "–"
 	}
+	if *v < 0 { // a time "after" an event that came later
+		return fmtMs(ptr(-*v)) + " before"
+	}
 	if *v >= 10000 {
 		return fmt.Sprintf("%.1f s", *v/1000)
 	}
