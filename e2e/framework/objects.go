@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -65,34 +66,40 @@ func (e *Env) Apply(objs ...any) error {
 	ctx, cancel := Ctx()
 	defer cancel()
 	for _, o := range objs {
+		var err error
 		switch o := o.(type) {
 		case *v1.Service:
-			c := e.Admin.CoreV1().Services(o.Namespace)
-			cur, err := c.Get(ctx, o.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = c.Create(ctx, o, metav1.CreateOptions{})
-			} else if err == nil {
-				o.ResourceVersion = cur.ResourceVersion
-				_, err = c.Update(ctx, o, metav1.UpdateOptions{})
-			}
-			if err != nil {
-				return fmt.Errorf("apply service %s/%s: %w", o.Namespace, o.Name, err)
-			}
+			err = createOrUpdate(ctx, e.Admin.CoreV1().Services(o.Namespace), o)
 		case *discovery.EndpointSlice:
-			c := e.Admin.DiscoveryV1().EndpointSlices(o.Namespace)
-			cur, err := c.Get(ctx, o.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = c.Create(ctx, o, metav1.CreateOptions{})
-			} else if err == nil {
-				o.ResourceVersion = cur.ResourceVersion
-				_, err = c.Update(ctx, o, metav1.UpdateOptions{})
-			}
-			if err != nil {
-				return fmt.Errorf("apply endpointslice %s/%s: %w", o.Namespace, o.Name, err)
-			}
+			err = createOrUpdate(ctx, e.Admin.DiscoveryV1().EndpointSlices(o.Namespace), o)
 		default:
-			return fmt.Errorf("apply: unsupported %T", o)
+			err = fmt.Errorf("unsupported %T", o)
 		}
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+	}
+	return nil
+}
+
+// objectClient is the part of a typed client Apply uses.
+type objectClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// createOrUpdate creates o, or replaces the stored object of its name.
+func createOrUpdate[T metav1.Object](ctx context.Context, c objectClient[T], o T) error {
+	cur, err := c.Get(ctx, o.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.Create(ctx, o, metav1.CreateOptions{})
+	} else if err == nil {
+		o.SetResourceVersion(cur.GetResourceVersion())
+		_, err = c.Update(ctx, o, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w", o.GetNamespace(), o.GetName(), err)
 	}
 	return nil
 }
