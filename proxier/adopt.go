@@ -17,7 +17,7 @@ import (
 // takes seconds in a small VM, so adopt releases r.mu every adoptSlice keys
 // and while it re-reads, letting a waiting sync run; keys that sync writes
 // are then left alone like those written during the read.
-func (r *reconciler) adopt(v *kernelView) (*writtenKeys, error) {
+func (r *reconciler) adopt(v *kernelView) (map[ipvs.Key]bool, error) {
 	pause := r.pacer()
 
 	// Virtual servers where the read and the belief disagree are read

@@ -2,6 +2,8 @@ package proxier
 
 import (
 	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // driftCheck reads the whole kernel and gives the read to the reconciler's
@@ -21,8 +23,9 @@ type driftCheck struct {
 // kernelRead is the outcome of a drift check.
 type kernelRead struct {
 	view *kernelView // nil if the read failed
-	// written are the keys written during the read and its adoption.
-	written *writtenKeys
+	// written are the virtual servers written during the read and its
+	// adoption.
+	written map[ipvs.Key]bool
 	err     error
 	// setUp says the check ran a setup first, with outcome setupErr.
 	setUp    bool

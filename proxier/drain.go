@@ -10,11 +10,11 @@ import (
 // kernel was read, from the read's counters: no request per virtual server on
 // the sync goroutine. Virtual servers written during the read wait for the
 // next drift check, as their counters may predate the write.
-func (r *reconciler) drain(v *kernelView, written *writtenKeys) []error {
+func (r *reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 	var ops []ipvs.Op
 	for k, ids := range r.draining {
 		seen := v.vs[k].real
-		if written.vs[k] || seen == nil {
+		if written[k] || seen == nil {
 			continue
 		}
 		for id := range ids {

@@ -107,6 +107,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		noLocal:     map[types.NamespacedName]bool{},
 		setupStatus: newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
 	}
+	m.NoLocalEndpoints.WithLabelValues("external").Set(0) // externalTrafficPolicy comes with NodePort
 	names := make([]string, len(ipv4Sets))
 	for i, s := range ipv4Sets {
 		names[i] = s.Name
@@ -410,7 +411,6 @@ func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
 		}
 	}
 	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal)))
-	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(0) // externalTrafficPolicy comes with NodePort
 	return changes
 }
 

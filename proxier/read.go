@@ -33,14 +33,6 @@ type kernelView struct {
 
 type readTimes struct{ virtualServers, realServers, addresses, sets time.Duration }
 
-// writtenKeys are the keys the reconciler wrote while a kernelView was being
-// read: for them the view may be stale and the reconciler's belief is newer.
-type writtenKeys struct {
-	vs    map[ipvs.Key]bool
-	addr  map[netip.Addr]bool
-	entry map[setEntry]bool
-}
-
 // beginRead starts recording written keys and plans whose real servers the
 // read dumps; call it holding r.mu before readKernel starts.
 func (r *reconciler) beginRead() {

@@ -95,9 +95,12 @@ func (r *reconciler) takeWork() work {
 	return w
 }
 
-// endRead stops recording written keys and returns them.
-func (r *reconciler) endRead() *writtenKeys {
-	return &writtenKeys{vs: r.vs.endRead(), addr: r.addr.endRead(), entry: r.entry.endRead()}
+// endRead stops recording written keys and returns the virtual servers
+// written since beginRead, whose read is stale for drain.
+func (r *reconciler) endRead() map[ipvs.Key]bool {
+	r.addr.endRead()
+	r.entry.endRead()
+	return r.vs.endRead()
 }
 
 // applyTimes splits an apply's time by the kind of kernel object written.

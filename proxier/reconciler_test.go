@@ -146,7 +146,7 @@ func mustRead(t *testing.T, r *reconciler) *kernelView {
 	return v
 }
 
-func mustAdopt(t *testing.T, r *reconciler, v *kernelView) *writtenKeys {
+func mustAdopt(t *testing.T, r *reconciler, v *kernelView) map[ipvs.Key]bool {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -584,7 +584,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	mustApply(t, r)
 
 	v := mustRead(t, r)
-	done := make(chan *writtenKeys)
+	done := make(chan map[ipvs.Key]bool)
 	go func() {
 		r.mu.Lock()
 		w, err := r.adopt(v)
