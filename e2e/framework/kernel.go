@@ -25,7 +25,7 @@ type State struct {
 	IPVS      string // ipvsadm -Sn
 	IPSets    string // ipset save, without the random initval
 	Addresses string // addresses on kube-ipvs0
-	IPTables  string // iptables-save, without counters and comments
+	IPTables  string // iptables-save by table and chain (see chainOrder)
 }
 
 var (
@@ -73,8 +73,43 @@ func ReadState() (State, error) {
 	if err != nil {
 		return st, err
 	}
-	st.IPTables = sortedLines(counters.ReplaceAllString(ipt, ""), func(l string) bool { return !strings.HasPrefix(l, "#") })
+	st.IPTables = chainOrder(counters.ReplaceAllString(ipt, ""))
 	return st, nil
+}
+
+// chainOrder normalizes iptables-save's output: tables and chains sorted by
+// name, and each chain's rules in their own order, which decides what a
+// packet meets first (a RETURN before a mark, say). The order in which
+// chains were created, which iptables-save shows, is not compared.
+func chainOrder(saved string) string {
+	var out []string
+	rules := map[string][]string{} // "table chain" → its rules, in order
+	table := ""
+	for _, l := range strings.Split(saved, "\n") {
+		l = strings.TrimRight(l, " ")
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+		case strings.HasPrefix(l, ":"):
+			out = append(out, table+" "+l)
+		case strings.HasPrefix(l, "-A "):
+			chain, _, _ := strings.Cut(l[3:], " ")
+			rules[table+" "+chain] = append(rules[table+" "+chain], l)
+		}
+	}
+	sort.Strings(out)
+	var chains []string
+	for c := range rules {
+		chains = append(chains, c)
+	}
+	sort.Strings(chains)
+	for _, c := range chains {
+		table, _, _ := strings.Cut(c, " ")
+		for _, r := range rules[c] {
+			out = append(out, table+" "+r)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // CleanKernel removes every trace of a service proxy: iptables chains and
