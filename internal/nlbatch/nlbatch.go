@@ -91,6 +91,16 @@ func (c *Conn) setup() error {
 	return nil
 }
 
+// StrictDumps makes the kernel honour a dump request's filters (such as an
+// address dump's interface index) instead of dumping everything, and
+// refuse a request it cannot parse exactly (NETLINK_GET_STRICT_CHK, Linux 4.20).
+func (c *Conn) StrictDumps() error {
+	if err := unix.SetsockoptInt(c.fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err != nil {
+		return fmt.Errorf("netlink strict checking: %w", err)
+	}
+	return nil
+}
+
 // Close closes the socket.
 func (c *Conn) Close() error {
 	c.mu.Lock()
