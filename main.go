@@ -54,6 +54,8 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-sync-period", Value: 30 * time.Second, Usage: "how often a full sync re-reads the kernel and repairs drift (> 0)"},
 		&cli.DurationFlag{Name: "ipvs-min-sync-period", Value: time.Second, Usage: "minimum time between syncs; 0 syncs on every change"},
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "CIDRs whose virtual servers are never deleted"},
+		&cli.StringSliceFlag{Name: "nodeport-addresses",
+			Usage: "CIDRs of the node addresses NodePorts are served on, or 'primary' for the Node's primary address (default: every address)"},
 		&cli.StringFlag{Name: "cluster-cidr", Usage: "pod CIDR(s), comma separated; traffic to cluster IPs from outside them is masqueraded"},
 		&cli.BoolFlag{Name: "masquerade-all", Usage: "masquerade all traffic sent to cluster IPs"},
 		&cli.IntFlag{Name: "iptables-masquerade-bit", Value: 14, Usage: "fwmark bit marking packets for SNAT [0, 31]"},
@@ -125,6 +127,9 @@ func config(c *cli.Context) (proxier.Config, error) {
 	if cfg.ExcludeCIDRs, err = parsePrefixes(c.StringSlice("ipvs-exclude-cidrs")); err != nil {
 		return cfg, fmt.Errorf("--ipvs-exclude-cidrs: %w", err)
 	}
+	if cfg.NodePortAddresses, cfg.NodePortPrimary, err = parseNodePortAddresses(c.StringSlice("nodeport-addresses")); err != nil {
+		return cfg, fmt.Errorf("--nodeport-addresses: %w", err)
+	}
 	for _, s := range c.StringSlice("critical-services") {
 		ns, name, ok := strings.Cut(strings.TrimSpace(s), "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
@@ -147,6 +152,24 @@ func config(c *cli.Context) (proxier.Config, error) {
 	_, err = os.Stat("/proc/net/if_inet6")
 	cfg.IPv6Capable = err == nil
 	return cfg, nil
+}
+
+// parseNodePortAddresses reads --nodeport-addresses: CIDRs, and the
+// keyword "primary", as upstream.
+func parseNodePortAddresses(list []string) ([]netip.Prefix, bool, error) {
+	var cidrs []string
+	primary := false
+	for _, s := range list {
+		for _, part := range strings.Split(s, ",") {
+			if strings.TrimSpace(part) == "primary" {
+				primary = true
+			} else {
+				cidrs = append(cidrs, part)
+			}
+		}
+	}
+	prefixes, err := parsePrefixes(cidrs)
+	return prefixes, primary, err
 }
 
 func contains(list []string, s string) bool {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,8 +75,38 @@ func oracleObjects() []any {
 		framework.Endpoint("10.244.1.9", node, true), framework.Endpoint("10.244.1.10", "other-node", true))
 	noLocalA := framework.Slice(ns, "no-local", "no-local-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8087)},
 		framework.Endpoint("10.244.1.11", "other-node", true))
+	// NodePorts on every node address (10.0.2.15 here): TCP and UDP with
+	// externalTrafficPolicy Cluster, SCTP, and Local with and without a
+	// local endpoint; internalTrafficPolicy Local on a NodePort, whose
+	// cluster IP then falls back to remote endpoints (upstream's rule).
+	sctp := v1.ProtocolSCTP
+	nodePort := func(name, ip string, etp v1.ServiceExternalTrafficPolicy, ports ...v1.ServicePort) *v1.Service {
+		s := framework.ClusterIPService(ns, name, ip, ports...)
+		s.Spec.Type, s.Spec.ExternalTrafficPolicy = v1.ServiceTypeNodePort, etp
+		return s
+	}
+	withNodePort := func(p v1.ServicePort, n int32) v1.ServicePort { p.NodePort = n; return p }
+	cluster, local := v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal
+	np := nodePort("np", "10.96.10.18", cluster, withNodePort(framework.Port("http", tcp, 88, 8088), 30088),
+		withNodePort(framework.Port("dns", udp, 53, 5353), 30053))
+	npSCTP := nodePort("np-sctp", "10.96.10.19", cluster, withNodePort(framework.Port("", sctp, 9, 9009), 30009))
+	npLocal := nodePort("np-local", "10.96.10.20", local, withNodePort(framework.Port("", tcp, 89, 8089), 30089))
+	npNoLocal := nodePort("np-no-local", "10.96.10.21", local, withNodePort(framework.Port("", udp, 90, 8090), 30090))
+	npITP := nodePort("np-itp", "10.96.10.22", cluster, withNodePort(framework.Port("", tcp, 91, 8091), 30091))
+	npITP.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+	npA := framework.Slice(ns, "np", "np-a", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8088), framework.SlicePort("dns", udp, 5353)},
+		framework.Endpoint("10.244.1.12", node, true), framework.Endpoint("10.244.1.13", "other-node", true))
+	npSCTPA := framework.Slice(ns, "np-sctp", "np-sctp-a", []discovery.EndpointPort{framework.SlicePort("", sctp, 9009)},
+		framework.Endpoint("10.244.1.14", "other-node", true))
+	npLocalA := framework.Slice(ns, "np-local", "np-local-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8089)},
+		framework.Endpoint("10.244.1.15", node, true), framework.Endpoint("10.244.1.16", "other-node", true))
+	npNoLocalA := framework.Slice(ns, "np-no-local", "np-no-local-a", []discovery.EndpointPort{framework.SlicePort("", udp, 8090)},
+		framework.Endpoint("10.244.1.17", "other-node", true))
+	npITPA := framework.Slice(ns, "np-itp", "np-itp-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8091)},
+		framework.Endpoint("10.244.1.18", "other-node", true))
 	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA,
-		localOnly, noLocal, localOnlyA, noLocalA}
+		localOnly, noLocal, localOnlyA, noLocalA,
+		np, npSCTP, npLocal, npNoLocal, npITP, npA, npSCTPA, npLocalA, npNoLocalA, npITPA}
 }
 
 // TestSameKernelStateAsUpstream runs upstream kube-proxy v1.34 in IPVS mode
@@ -123,7 +154,12 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(want.IPVS, "10.96.10.10:80") {
+	// Both states are kept with the logs, to read when they differ.
+	for name, st := range map[string]framework.State{"upstream": want, "ours": got} {
+		text := strings.Join([]string{st.IPVS, st.IPSets, st.Addresses, st.IPTables}, "\n")
+		_ = os.WriteFile(filepath.Join(env.Artifacts, "oracle-"+name+".txt"), []byte(text), 0o644)
+	}
+	if !strings.Contains(want.IPVS, "10.96.10.10:80") || !strings.Contains(want.IPVS, "10.0.2.15:30088") {
 		t.Fatalf("upstream did not program the test services; its state:\n%s", want.IPVS)
 	}
 	for _, c := range []struct{ what, want, got string }{

@@ -25,6 +25,11 @@ type Config struct {
 	MasqueradeAll bool
 	MasqueradeBit int
 	ExcludeCIDRs  []netip.Prefix
+	// NodePortAddresses (--nodeport-addresses) limits the node addresses
+	// NodePorts are served on to these CIDRs, and to the Node's primary
+	// address with NodePortPrimary; neither means every address.
+	NodePortAddresses []netip.Prefix
+	NodePortPrimary   bool
 	// IPv6Capable says the kernel has IPv6, so the KUBE-6- ipsets are
 	// created as upstream does. IPv6 Services are not programmed yet.
 	IPv6Capable bool

@@ -23,9 +23,10 @@ type serviceState struct {
 	virtualServers []virtualServerState
 	addresses      []netip.Addr // bound to the dummy link
 	entries        []setEntry
-	// noLocalEndpoints says that internalTrafficPolicy Local drops traffic
-	// to a port that has usable endpoints, none of them on this node.
-	noLocalEndpoints bool
+	// noLocalEndpoints and noLocalExternal say that internalTrafficPolicy
+	// or externalTrafficPolicy Local finds a port whose usable endpoints
+	// are all on other nodes.
+	noLocalEndpoints, noLocalExternal bool
 }
 
 type virtualServerState struct {
@@ -50,10 +51,11 @@ type endpoint struct {
 	local       bool // on this node
 }
 
-// desiredState computes what svc needs in the kernel given its slices. The
-// second result lists what was skipped and why (bad input never stops the
-// rest of the Service from being programmed).
-func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config) (serviceState, []string) {
+// desiredState computes what svc needs in the kernel given its slices and
+// the addresses NodePorts are served on. The second result lists what was
+// skipped and why (bad input never stops the rest of the Service from being
+// programmed).
+func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, nodeIPs []netip.Addr) (serviceState, []string) {
 	var st serviceState
 	var problems []string
 	if svc == nil || !programsClusterIP(svc) {
@@ -66,6 +68,28 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	scheduler, problem := schedulerOf(svc, cfg.Scheduler)
 	if problem != "" {
 		problems = append(problems, problem)
+	}
+	virtualServer := func(addr netip.Addr, proto ipvs.Protocol, port uint16, eps []endpoint) virtualServerState {
+		vs := ipvs.VirtualServer{
+			Key:       ipvs.Key{Address: addr, Protocol: proto, Port: port},
+			Scheduler: scheduler,
+		}
+		if scheduler == "mh" {
+			vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
+		}
+		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+			vs.Flags |= ipvs.FlagPersistent
+			vs.Timeout = defaultStickyTimeout
+			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+				vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
+			}
+		}
+		// Sized exactly: the reconciler keeps it for the Service's lifetime.
+		vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps))}
+		for _, ep := range eps {
+			vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
+		}
+		return vss
 	}
 	var scheduled bool
 	for i := range svc.Spec.Ports {
@@ -81,34 +105,12 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		}
 		eps, epProblems := endpointsFor(sp, slices, cfg.NodeName)
 		problems = append(problems, epProblems...)
+		policy := policiesOf(svc, sp)
+		choice := categorize(eps, policy)
 
-		vs := ipvs.VirtualServer{
-			Key:       ipvs.Key{Address: clusterIP, Protocol: proto, Port: uint16(sp.Port)},
-			Scheduler: scheduler,
-		}
-		if scheduler == "mh" {
-			vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
-		}
-		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
-			vs.Flags |= ipvs.FlagPersistent
-			vs.Timeout = defaultStickyTimeout
-			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-				vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
-			}
-		}
-		srv := serving(eps)
-		if svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
-			// Traffic to the cluster IP stays on this node, or is dropped.
-			all := srv
-			srv = serving(local(eps))
-			st.noLocalEndpoints = st.noLocalEndpoints || len(srv) == 0 && len(all) > 0
-		}
-		// Sized exactly: the reconciler keeps it for the Service's lifetime.
-		vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(srv))}
-		for _, ep := range srv {
-			vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
-		}
-		st.virtualServers = append(st.virtualServers, vss)
+		real, noLocal := choice.pick(policy.internalLocal)
+		st.noLocalEndpoints = st.noLocalEndpoints || noLocal
+		st.virtualServers = append(st.virtualServers, virtualServer(clusterIP, proto, uint16(sp.Port), real))
 		scheduled = true
 
 		lower := strings.ToLower(string(proto))
@@ -118,12 +120,114 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 				st.entries = append(st.entries, setEntry{setLoopBack, ipset.Entry{IP: ep.addr, Protocol: lower, Port: ep.port, IP2: ep.addr}})
 			}
 		}
+
+		if sp.NodePort == 0 || len(nodeIPs) == 0 {
+			continue
+		}
+		if sp.NodePort < 0 || sp.NodePort > 65535 {
+			problems = append(problems, fmt.Sprintf("port %q: invalid nodePort %d; node port skipped", sp.Name, sp.NodePort))
+			continue
+		}
+		nodePort := uint16(sp.NodePort)
+		real, noLocal = choice.pick(policy.externalLocal)
+		st.noLocalExternal = st.noLocalExternal || noLocal
+		sets := nodePortSets[proto]
+		for _, ip := range nodeIPs {
+			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, nodePort, real))
+			if proto == ipvs.SCTP {
+				// SCTP's sets are hash:ip,port: an entry per node address.
+				e := ipset.Entry{IP: ip, Protocol: lower, Port: nodePort}
+				st.entries = append(st.entries, setEntry{sets.all, e})
+				if policy.externalLocal {
+					st.entries = append(st.entries, setEntry{sets.local, e})
+				}
+			}
+		}
+		if proto != ipvs.SCTP {
+			st.entries = append(st.entries, setEntry{sets.all, ipset.Entry{Port: nodePort}})
+			if policy.externalLocal {
+				st.entries = append(st.entries, setEntry{sets.local, ipset.Entry{Port: nodePort}})
+			}
+		}
 	}
 	if scheduled {
 		st.addresses = []netip.Addr{clusterIP}
 		st.entries = append(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: clusterIP}})
 	}
 	return st, problems
+}
+
+// nodePortSets are the sets naming a protocol's node ports: all of them,
+// and those with externalTrafficPolicy Local (not masqueraded).
+var nodePortSets = map[ipvs.Protocol]struct{ all, local string }{
+	ipvs.TCP:  {setNodePortTCP, setNodePortLocalTCP},
+	ipvs.UDP:  {setNodePortUDP, setNodePortLocalUDP},
+	ipvs.SCTP: {setNodePortSCTP, setNodePortLocalSCTP},
+}
+
+// policies are a Service port's traffic policies, and which kinds of
+// endpoint it uses, in upstream's terms.
+type policies struct {
+	internalLocal, externalLocal bool
+	usesCluster, usesLocal       bool
+}
+
+func policiesOf(svc *v1.Service, sp *v1.ServicePort) policies {
+	p := policies{
+		internalLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
+		externalLocal: externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
+	}
+	// A port reached from outside needs the cluster endpoints even with
+	// externalTrafficPolicy Local: its cluster IP does (upstream's rule).
+	external := sp.NodePort != 0 || len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0
+	p.usesCluster = !p.internalLocal || external
+	p.usesLocal = p.internalLocal || p.externalLocal && external
+	return p
+}
+
+// externallyAccessible says whether svc's type takes traffic from outside
+// the cluster.
+func externallyAccessible(svc *v1.Service) bool {
+	switch svc.Spec.Type {
+	case v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
+		return true
+	}
+	return len(svc.Spec.ExternalIPs) > 0
+}
+
+// endpointChoice is a port's endpoints sorted the way upstream's
+// CategorizeEndpoints sorts them.
+type endpointChoice struct {
+	cluster, local []endpoint
+	// any says some endpoint, here or elsewhere, can take traffic.
+	any bool
+}
+
+func categorize(eps []endpoint, p policies) endpointChoice {
+	all := serving(eps)
+	c := endpointChoice{any: len(all) > 0}
+	if p.usesCluster {
+		c.cluster = all
+	}
+	if p.usesLocal {
+		c.local = serving(local(eps))
+	}
+	return c
+}
+
+// pick returns the real servers of a virtual server whose traffic policy
+// is Local (onlyLocal) or Cluster. As upstream's IPVS mode does, a Local
+// one without local endpoints falls back to the cluster endpoints, which a
+// Service that uses no cluster endpoints has none of (traffic is dropped):
+// noLocal then says usable endpoints exist elsewhere.
+func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
+	if !onlyLocal {
+		return c.cluster, false
+	}
+	if len(c.local) > 0 {
+		return c.local, false
+	}
+	return c.cluster, c.any
 }
 
 // schedulerOf is the Service's scheduler: its annotation's, if it names one

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +71,9 @@ func render(st serviceState) string {
 	if st.noLocalEndpoints {
 		entries = append(entries, "no local endpoints")
 	}
+	if st.noLocalExternal {
+		entries = append(entries, "no local endpoints for external traffic")
+	}
 	return strings.Join(append(lines, entries...), "\n")
 }
 
@@ -94,13 +98,136 @@ func TestDesiredState(t *testing.T) {
 		return s
 	}
 
+	nodePort := func(ip string, etp v1.ServiceExternalTrafficPolicy, ports ...v1.ServicePort) *v1.Service {
+		s := svc(ip, ports...)
+		s.Spec.Type, s.Spec.ExternalTrafficPolicy = v1.ServiceTypeNodePort, etp
+		return s
+	}
+	withNodePort := func(sp v1.ServicePort, np int32) v1.ServicePort {
+		sp.NodePort = np
+		return sp
+	}
+	cluster, localPolicy := v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal
+	nodeIPs := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")}
+	mixedEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+		ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"})}
+	remoteEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+		ep{ip: "10.244.0.2", ready: yes, node: "other"})}
+	bothLocal := nodePort("10.96.0.54", cluster, withNodePort(port("", tcp, 80), 30054))
+	bothLocal.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+
 	cases := []struct {
 		name     string
 		svc      *v1.Service
 		slices   []*discovery.EndpointSlice
+		nodeIPs  []netip.Addr
 		want     string
 		problems int
 	}{
+		{
+			name:    "NodePort TCP and UDP: a virtual server per node address, the port in the protocol's bitmap",
+			svc:     nodePort("10.96.0.50", cluster, withNodePort(port("http", tcp, 80), 30080), withNodePort(port("dns", udp, 53), 30053)),
+			nodeIPs: nodeIPs,
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("http", tcp, 8080), sport("dns", udp, 5353)},
+				ep{ip: "10.244.0.2", ready: yes, node: "other"})},
+			want: `vs 10.96.0.50:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 10.0.2.15:30080/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 192.168.7.1:30080/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 10.96.0.50:53/UDP rr
+  rs 10.244.0.2:5353 w=1
+vs 10.0.2.15:30053/UDP rr
+  rs 10.244.0.2:5353 w=1
+vs 192.168.7.1:30053/UDP rr
+  rs 10.244.0.2:5353 w=1
+addr 10.96.0.50
+set KUBE-CLUSTER-IP 10.96.0.50,tcp:80
+set KUBE-CLUSTER-IP 10.96.0.50,udp:53
+set KUBE-IPVS-IPS 10.96.0.50
+set KUBE-NODE-PORT-TCP 30080
+set KUBE-NODE-PORT-UDP 30053`,
+		},
+		{
+			name:    "NodePort SCTP: hash:ip,port entries, one per node address",
+			svc:     nodePort("10.96.0.51", cluster, withNodePort(port("", v1.ProtocolSCTP, 9), 30009)),
+			nodeIPs: nodeIPs,
+			want: `vs 10.96.0.51:9/SCTP rr
+vs 10.0.2.15:30009/SCTP rr
+vs 192.168.7.1:30009/SCTP rr
+addr 10.96.0.51
+set KUBE-CLUSTER-IP 10.96.0.51,sctp:9
+set KUBE-IPVS-IPS 10.96.0.51
+set KUBE-NODE-PORT-SCTP-HASH 10.0.2.15,sctp:30009
+set KUBE-NODE-PORT-SCTP-HASH 192.168.7.1,sctp:30009`,
+		},
+		{
+			name:    "externalTrafficPolicy Local: node ports get local endpoints and the LOCAL set, the cluster IP all",
+			svc:     nodePort("10.96.0.52", localPolicy, withNodePort(port("", tcp, 80), 30052)),
+			nodeIPs: nodeIPs[:1],
+			slices:  mixedEndpoints,
+			want: `vs 10.96.0.52:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.2:8080 w=1
+vs 10.0.2.15:30052/TCP rr
+  rs 10.244.0.1:8080 w=1
+addr 10.96.0.52
+set KUBE-CLUSTER-IP 10.96.0.52,tcp:80
+set KUBE-IPVS-IPS 10.96.0.52
+set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
+set KUBE-NODE-PORT-LOCAL-TCP 30052
+set KUBE-NODE-PORT-TCP 30052`,
+		},
+		{
+			name:    "externalTrafficPolicy Local without local endpoints: node ports fall back to the cluster's, as upstream's IPVS mode",
+			svc:     nodePort("10.96.0.53", localPolicy, withNodePort(port("", tcp, 80), 30053)),
+			nodeIPs: nodeIPs[:1],
+			slices:  remoteEndpoints,
+			want: `vs 10.96.0.53:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 10.0.2.15:30053/TCP rr
+  rs 10.244.0.2:8080 w=1
+addr 10.96.0.53
+set KUBE-CLUSTER-IP 10.96.0.53,tcp:80
+set KUBE-IPVS-IPS 10.96.0.53
+set KUBE-NODE-PORT-LOCAL-TCP 30053
+set KUBE-NODE-PORT-TCP 30053
+no local endpoints for external traffic`,
+		},
+		{
+			name:    "internalTrafficPolicy Local on a NodePort without local endpoints: the cluster IP falls back to the cluster's",
+			svc:     bothLocal,
+			nodeIPs: nodeIPs[:1],
+			slices:  remoteEndpoints,
+			want: `vs 10.96.0.54:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 10.0.2.15:30054/TCP rr
+  rs 10.244.0.2:8080 w=1
+addr 10.96.0.54
+set KUBE-CLUSTER-IP 10.96.0.54,tcp:80
+set KUBE-IPVS-IPS 10.96.0.54
+set KUBE-NODE-PORT-TCP 30054
+no local endpoints`,
+		},
+		{
+			name: "NodePort without node addresses: the cluster IP alone",
+			svc:  nodePort("10.96.0.55", cluster, withNodePort(port("", tcp, 80), 30055)),
+			want: `vs 10.96.0.55:80/TCP rr
+addr 10.96.0.55
+set KUBE-CLUSTER-IP 10.96.0.55,tcp:80
+set KUBE-IPVS-IPS 10.96.0.55`,
+		},
+		{
+			name:     "invalid nodePort: skipped with a problem, the cluster IP kept",
+			svc:      nodePort("10.96.0.56", cluster, withNodePort(port("", tcp, 80), 70000)),
+			nodeIPs:  nodeIPs,
+			problems: 1,
+			want: `vs 10.96.0.56:80/TCP rr
+addr 10.96.0.56
+set KUBE-CLUSTER-IP 10.96.0.56,tcp:80
+set KUBE-IPVS-IPS 10.96.0.56`,
+		},
 		{
 			name: "ready endpoints on two ports, local ones hairpinned",
 			svc:  svc("10.96.0.10", port("http", tcp, 80), port("dns", udp, 53)),
@@ -253,7 +380,7 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, problems := desiredState(c.svc, c.slices, cfg)
+			st, problems := desiredState(c.svc, c.slices, cfg, c.nodeIPs)
 			if got := render(st); got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
@@ -274,7 +401,7 @@ func TestDesiredStateMaglevFlags(t *testing.T) {
 		"--ipvs-scheduler": {svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), &Config{Scheduler: "mh"}},
 		"annotation":       {byAnnotation, &Config{Scheduler: "rr"}},
 	} {
-		st, _ := desiredState(c.svc, nil, c.cfg)
+		st, _ := desiredState(c.svc, nil, c.cfg, nil)
 		vs := st.virtualServers[0].vs
 		if vs.Scheduler != "mh" || vs.Flags != 0x10 {
 			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)

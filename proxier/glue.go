@@ -3,6 +3,7 @@ package proxier
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -36,12 +37,44 @@ func jumpRules() []jumpRule {
 	}
 }
 
+// setRules are the rules that match on one set, written (as upstream does)
+// only while some Service wants an entry in it, in this order.
+var setRules = []struct {
+	set, table, chain, proto, match, target string
+}{
+	{setLoopBack, "nat", "KUBE-POSTROUTING", "", "dst,dst,src", "MASQUERADE"},
+	{setNodePortLocalTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "RETURN"},
+	{setNodePortTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "KUBE-MARK-MASQ"},
+	{setNodePortLocalUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "RETURN"},
+	{setNodePortUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "KUBE-MARK-MASQ"},
+	{setNodePortLocalSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "RETURN"},
+	{setNodePortSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "KUBE-MARK-MASQ"},
+}
+
+// glueSets are the sets whose emptiness changes the chains.
+func glueSets() []string {
+	out := []string{setClusterIP}
+	for _, r := range setRules {
+		out = append(out, r.set)
+	}
+	return out
+}
+
+func setComment(name string) string {
+	for _, s := range ipv4Sets {
+		if s.Name == name {
+			return s.Comment
+		}
+	}
+	return ""
+}
+
 // gluePayload renders our chains for iptables-restore, rule for rule as
-// upstream kube-proxy writes them for ClusterIP Services, and inserts the
-// jumps missing from the built-in chains. The chains depend only on
-// configuration: per-Service matching happens in the ipsets, so a Service
-// change never rewrites iptables.
-func gluePayload(cfg *Config, missing []jumpRule) []byte {
+// upstream kube-proxy writes them, and inserts the jumps missing from the
+// built-in chains. The chains depend on configuration and on which sets are
+// in use (inUse): per-Service matching happens in the ipsets, so a Service
+// change rewrites iptables only when it fills a set or empties it.
+func gluePayload(cfg *Config, missing []jumpRule, inUse map[string]bool) []byte {
 	mark := fmt.Sprintf("%#x", 1<<cfg.MasqueradeBit)
 	markMask := mark + "/" + mark
 	var b bytes.Buffer
@@ -60,9 +93,21 @@ func gluePayload(cfg *Config, missing []jumpRule) []byte {
 	for _, c := range []string{"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER"} {
 		w(":%s - [0:0]", c)
 	}
+	setRule := func(table string) {
+		for _, r := range setRules {
+			if r.table != table || !inUse[r.set] {
+				continue
+			}
+			proto := ""
+			if r.proto != "" {
+				proto = " -p " + r.proto
+			}
+			w(`-A %s%s -m comment --comment %q -m set --match-set %s %s -j %s`, r.chain, proto, setComment(r.set), r.set, r.match, r.target)
+		}
+	}
+	setRule("nat")
 	w("-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ")
 	w("-A KUBE-MARK-MASQ -j MARK --or-mark %s", mark)
-	w(`-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set %s dst,dst,src -j MASQUERADE`, setLoopBack)
 	w("-A KUBE-POSTROUTING -m mark ! --mark %s -j RETURN", markMask)
 	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
 	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
@@ -75,6 +120,7 @@ func gluePayload(cfg *Config, missing []jumpRule) []byte {
 		}
 	}
 	switch {
+	case !inUse[setClusterIP]:
 	case cfg.MasqueradeAll:
 		w("-A KUBE-SERVICES %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
 	case len(clusterCIDRs) > 0:
@@ -86,7 +132,9 @@ func gluePayload(cfg *Config, missing []jumpRule) []byte {
 		w("-A KUBE-SERVICES %s -m set --match-set %s src,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
 	}
 	w("-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT")
-	w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", setClusterIP)
+	if inUse[setClusterIP] {
+		w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", setClusterIP)
+	}
 	inserts("nat")
 	w("COMMIT")
 	w("*filter")
@@ -117,10 +165,16 @@ type glue struct {
 	cfg *Config
 
 	mu sync.Mutex
+	// inUse are the glueSets some Service wants an entry in; known says a
+	// sync has said so (use), rather than guess.
+	inUse map[string]bool
+	known bool
 	// written is our chains as iptables-save printed them after our last
 	// restore, in the order it printed them; empty while unknown (before the
 	// first write, after a failed one, or when the write was not read back).
 	written string
+	// wrote is the payload of the last restore, without its jump inserts.
+	wrote string
 }
 
 // ensure rewrites our chains and inserts the missing jumps in one
@@ -145,13 +199,16 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 			missing = append(missing, j)
 		}
 	}
-	payload := gluePayload(g.cfg, missing)
+	payload := gluePayload(g.cfg, missing, g.inUse)
 	ours := ourChains(saved, payload)
-	if len(missing) == 0 && g.written != "" && ours == g.written {
+	// What we want, without the one-off jump inserts.
+	want := string(gluePayload(g.cfg, nil, g.inUse))
+	if len(missing) == 0 && g.written != "" && ours == g.written && want == g.wrote {
 		return false, nil
 	}
-	drifted = g.written != ""
-	g.written = ""
+	// Drift is a change in the kernel, not in what we want.
+	drifted = g.written != "" && (ours != g.written || len(missing) > 0)
+	g.written, g.wrote = "", want
 	if err := g.ipt.Restore(payload); err != nil {
 		return drifted, err
 	}
@@ -161,6 +218,28 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 		}
 	}
 	return drifted, nil
+}
+
+// use records which of glueSets are in use, and reports whether that
+// changed the chains, which ensure must then rewrite.
+func (g *glue) use(sets map[string]bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	changed := !maps.Equal(sets, g.inUse)
+	g.inUse, g.known = sets, true
+	return changed
+}
+
+// guess sets inUse from the kernel's sets, until use is first called: at
+// start-up, before any Service is known, the chains are written for the
+// sets a previous proxier filled, so that a restart leaves them as they
+// were rather than dropping their rules until the first sync.
+func (g *glue) guess(sets map[string]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.known {
+		g.inUse = sets
+	}
 }
 
 // ourChains picks out of iptables-save's output the chains a glue payload

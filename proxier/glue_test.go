@@ -23,7 +23,7 @@ func TestGlueMasqueradeRules(t *testing.T) {
 		{"other mark bit", Config{MasqueradeBit: 5}, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			payload := string(gluePayload(&c.cfg, nil))
+			payload := string(gluePayload(&c.cfg, nil, map[string]bool{setClusterIP: true}))
 			if !strings.Contains(payload, c.want+"\n") {
 				t.Errorf("missing %q in\n%s", c.want, payload)
 			}
@@ -31,6 +31,63 @@ func TestGlueMasqueradeRules(t *testing.T) {
 				t.Errorf("want exactly one masquerade rule in KUBE-SERVICES:\n%s", payload)
 			}
 		})
+	}
+}
+
+// TestGlueSetRules: a rule that matches on a set is written while the set
+// is in use, in upstream's order, and use says when the chains change.
+func TestGlueSetRules(t *testing.T) {
+	cfg := &Config{MasqueradeBit: 14}
+	rulesOf := func(payload []byte, chain string) []string {
+		var out []string
+		nat, _, _ := strings.Cut(string(payload), "*filter")
+		for _, l := range strings.Split(nat, "\n") {
+			if strings.HasPrefix(l, "-A "+chain+" ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	empty := gluePayload(cfg, nil, nil)
+	if r := rulesOf(empty, "KUBE-NODE-PORT"); len(r) != 0 {
+		t.Errorf("node port rules without node ports: %q", r)
+	}
+	if nat, _, _ := strings.Cut(string(empty), "*filter"); strings.Contains(nat, "--match-set KUBE-CLUSTER-IP") || strings.Contains(nat, "KUBE-LOOP-BACK") {
+		t.Errorf("cluster IP or hairpin rules without entries:\n%s", nat)
+	}
+	full := gluePayload(cfg, nil, map[string]bool{setNodePortTCP: true, setNodePortLocalTCP: true, setNodePortSCTP: true, setNodePortUDP: true})
+	want := []string{
+		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN`,
+		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ`,
+		`-A KUBE-NODE-PORT -p udp -m comment --comment "Kubernetes nodeport UDP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-UDP dst -j KUBE-MARK-MASQ`,
+		`-A KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ`,
+	}
+	if got := rulesOf(full, "KUBE-NODE-PORT"); !slices.Equal(got, want) {
+		t.Errorf("node port rules:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	ipt := &iptables.Fake{}
+	g := &glue{ipt: ipt, cfg: cfg}
+	g.guess(map[string]bool{setClusterIP: true})
+	if _, err := g.ensure(true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ipt.Payloads[0], "--match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT") {
+		t.Errorf("the guess from the kernel's sets was not written:\n%s", ipt.Payloads[0])
+	}
+	if g.use(map[string]bool{setClusterIP: true}) {
+		t.Error("the sets guessed and written reported as a change")
+	}
+	g.guess(nil)
+	if !g.use(map[string]bool{setClusterIP: true, setNodePortTCP: true}) {
+		t.Error("a set filled not reported")
+	}
+	if _, err := g.ensure(true); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := ipt.Save()
+	if !strings.Contains(string(saved), "--match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ") {
+		t.Errorf("node port rule not in the kernel:\n%s", saved)
 	}
 }
 

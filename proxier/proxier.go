@@ -18,6 +18,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nodeaddrs"
 )
 
 // Kernel is every kernel table the proxier writes.
@@ -26,12 +27,14 @@ type Kernel struct {
 	Links    dummyiface.Interface
 	Sets     ipset.Interface
 	IPTables iptables.Interface
+	// NodeAddrs lists the node's addresses, for NodePorts; nil for none.
+	NodeAddrs nodeaddrs.Interface
 }
 
 // NewKernel opens the kernel tables over netlink, and iptables through its
 // binaries. It loads no module and sets no sysctl.
 func NewKernel() (Kernel, error) {
-	k := Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName)}
+	k := Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName), NodeAddrs: nodeaddrs.NewNetlink(dummyiface.DefaultLinkName)}
 	var err error
 	if k.IPVS, err = ipvs.NewNetlink(); err != nil {
 		return k, err
@@ -80,9 +83,10 @@ type Proxier struct {
 	// kernel object; its one key is setupKey.
 	setupStatus statusTable[string]
 	problems    map[types.NamespacedName]string
-	// noLocal holds the Services whose internalTrafficPolicy Local drops
-	// traffic for want of an endpoint on this node.
-	noLocal map[types.NamespacedName]bool
+	// noLocal and noLocalExternal hold the Services whose internal or
+	// external traffic policy Local finds no endpoint on this node.
+	noLocal, noLocalExternal map[types.NamespacedName]bool
+	nodeIPs                  nodeIPs
 	// earlySetup delivers the result of the kernel setup Run starts while
 	// the informers list; nil once a sync has taken it, or without Run.
 	earlySetup chan error
@@ -103,11 +107,11 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
-		problems:    map[types.NamespacedName]string{},
-		noLocal:     map[types.NamespacedName]bool{},
-		setupStatus: newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
+		problems:        map[types.NamespacedName]string{},
+		noLocal:         map[types.NamespacedName]bool{},
+		noLocalExternal: map[types.NamespacedName]bool{},
+		setupStatus:     newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
 	}
-	m.NoLocalEndpoints.WithLabelValues("external").Set(0) // externalTrafficPolicy comes with NodePort
 	names := make([]string, len(ipv4Sets))
 	for i, s := range ipv4Sets {
 		names[i] = s.Name
@@ -211,6 +215,14 @@ func (p *Proxier) setupKernel(readBack bool) error {
 			return err
 		}
 	}
+	// Every cluster has default/kubernetes: a cluster IP is always wanted.
+	filled := map[string]bool{setClusterIP: true}
+	for _, s := range glueSets() {
+		if n, err := p.kernel.Sets.Count(s); err == nil && n > 0 {
+			filled[s] = true
+		}
+	}
+	p.glue.guess(filled)
 	drifted, err := p.glue.ensure(readBack)
 	if err != nil {
 		p.metrics.IPTablesRestoreFailures.Inc()
@@ -247,6 +259,10 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	// The first sync recomputes every Service and adopts the kernel before
 	// writing anything; later syncs take only the changed Services.
 	first := p.lastFull.IsZero()
+	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
+	if first || due || p.nodeIPs.takeChanged() {
+		p.refreshNodeIPs()
+	}
 	if first {
 		p.log.Info("informer caches synced; first sync")
 		if p.critical != nil {
@@ -272,7 +288,6 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
 	p.metrics.EndpointChangesPending.Set(float64(e))
-	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 
 	read, err := p.sync(inputs, first, setUp, due, inline)
 	out := p.rec.outcome()
@@ -390,7 +405,20 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
 	p.rec.sync(p.cfg.CriticalServices, read)
+	p.syncGlue()
 	return read, readErr
+}
+
+// syncGlue rewrites the iptables chains when a set they match on was
+// filled or emptied; a failure is retried like the kernel setup.
+func (p *Proxier) syncGlue() {
+	if !p.glue.use(p.rec.inUse(glueSets())) {
+		return
+	}
+	if _, err := p.glue.ensure(false); err != nil {
+		p.metrics.IPTablesRestoreFailures.Inc()
+		p.recordSetup(err)
+	}
 }
 
 // setupWithReadBack is the kernel setup a drift check runs before its read:
@@ -401,17 +429,24 @@ func (p *Proxier) setupWithReadBack() error { return p.setupKernel(true) }
 func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
 	changes := make([]serviceChange, 0, len(inputs))
 	for _, in := range inputs {
-		st, problems := desiredState(in.service, in.slices, &p.cfg)
+		st, problems := desiredState(in.service, in.slices, &p.cfg, p.nodeIPs.current)
 		p.report(in, problems)
 		changes = append(changes, serviceChange{in.name, st})
-		if st.noLocalEndpoints {
-			p.noLocal[in.name] = true
-		} else {
-			delete(p.noLocal, in.name)
-		}
+		mark(p.noLocal, in.name, st.noLocalEndpoints)
+		mark(p.noLocalExternal, in.name, st.noLocalExternal)
 	}
 	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal)))
+	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(float64(len(p.noLocalExternal)))
 	return changes
+}
+
+// mark adds name to set, or removes it.
+func mark(set map[types.NamespacedName]bool, name types.NamespacedName, in bool) {
+	if in {
+		set[name] = true
+	} else {
+		delete(set, name)
+	}
 }
 
 // programCritical writes the critical Services at the start of the first
@@ -445,6 +480,9 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 		p.log.Warn("could not read the critical services' kernel objects; they wait for the full read", zap.Error(err))
 		return setUp
 	}
+	if setUp {
+		p.syncGlue()
+	}
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))
 	return setUp
@@ -474,6 +512,9 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 	if len(inputs) == 0 {
 		return false
 	}
+	if !p.nodeIPs.read {
+		p.refreshNodeIPs()
+	}
 	if !p.setUp {
 		p.setUp = p.takeEarlySetup()
 	}
@@ -498,4 +539,7 @@ func (p *Proxier) OnNodeChange(node *v1.Node) {
 		}
 	}
 	p.health.SetNodeEligible(eligible)
+	if p.nodeIPs.setPrimary(primaryIPv4(node)) && p.cfg.NodePortPrimary {
+		p.runner.Trigger()
+	}
 }

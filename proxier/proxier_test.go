@@ -203,6 +203,11 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 
 func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
+	// As in every cluster, a cluster IP is in use from the start, so that
+	// the chains do not change with the Services added below.
+	kubernetes := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
+	p.OnServiceAdd(kubernetes)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow() // the first, full sync
@@ -255,7 +260,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	eps := slice("kubernetes", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, ep{ip: "10.0.0.1"})
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
-	st, _ := desiredState(api, []*discovery.EndpointSlice{eps}, &p.cfg)
+	st, _ := desiredState(api, []*discovery.EndpointSlice{eps}, &p.cfg, nil)
 	_ = k.links.EnsureLink()
 	for _, err := range k.links.AddAddresses(st.addresses) {
 		if err != nil {

@@ -48,7 +48,9 @@ type reconciler struct {
 	// entryCount is how many entries each set is believed to hold, which a
 	// drift check compares with the kernel's count (see dumpPlan).
 	entryCount map[string]int
-	now        func() time.Time
+	// wantedCount is how many entries each set is wanted to hold.
+	wantedCount map[string]int
+	now         func() time.Time
 
 	// draining holds removed TCP real servers kept at weight 0 until their
 	// connections end (graceful termination).
@@ -118,14 +120,15 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 	r := &reconciler{
 		mu:   &sync.Mutex{},
 		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
-		byService:  map[types.NamespacedName]serviceState{},
-		vs:         newTable[ipvs.Key, virtualServerState, heldVS](kindVirtualServer, retryMax),
-		addr:       newTable[netip.Addr, struct{}, struct{}](kindAddress, retryMax),
-		entry:      newTable[setEntry, struct{}, struct{}](kindSetEntry, retryMax),
-		rsStatus:   realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
-		entryCount: map[string]int{},
-		draining:   map[ipvs.Key]map[netip.AddrPort]bool{},
-		now:        time.Now,
+		byService:   map[types.NamespacedName]serviceState{},
+		vs:          newTable[ipvs.Key, virtualServerState, heldVS](kindVirtualServer, retryMax),
+		addr:        newTable[netip.Addr, struct{}, struct{}](kindAddress, retryMax),
+		entry:       newTable[setEntry, struct{}, struct{}](kindSetEntry, retryMax),
+		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
+		entryCount:  map[string]int{},
+		wantedCount: map[string]int{},
+		draining:    map[ipvs.Key]map[netip.AddrPort]bool{},
+		now:         time.Now,
 
 		adoptSlice: 250,
 		dumpsMax:   realServerDumpsMax,
@@ -149,6 +152,19 @@ func (r *reconciler) record(changes []serviceChange) {
 	for _, c := range changes {
 		r.setService(c.name, c.state)
 	}
+}
+
+// inUse says which of the named sets some Service wants an entry in.
+func (r *reconciler) inUse(sets []string) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(sets))
+	for _, s := range sets {
+		if r.wantedCount[s] > 0 {
+			out[s] = true
+		}
+	}
+	return out
 }
 
 // sync writes the dirty objects of the first Services, then every dirty
@@ -213,7 +229,11 @@ func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 		r.addr.delete(a, name)
 	}
 	for _, e := range old.entries {
+		_, had := r.entry.want.get(e)
 		r.entry.delete(e, name)
+		if _, still := r.entry.want.get(e); had && !still {
+			r.wantedCount[e.set]--
+		}
 	}
 	for _, v := range st.virtualServers {
 		r.vs.update(v.vs.Key, name, v)
@@ -223,6 +243,9 @@ func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 		r.addr.update(a, name, struct{}{})
 	}
 	for _, e := range st.entries {
+		if _, already := r.entry.want.get(e); !already {
+			r.wantedCount[e.set]++
+		}
 		r.entry.update(e, name, struct{}{})
 	}
 	if len(st.virtualServers) == 0 && len(st.addresses) == 0 && len(st.entries) == 0 {

@@ -259,6 +259,18 @@ func (t *changeTracker) input(n types.NamespacedName) serviceInput {
 	return in
 }
 
+// touch queues the known Services that match for recomputation with no
+// edit counted: something besides the objects (the node) changed.
+func (t *changeTracker) touch(match func(*v1.Service) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, svc := range t.services {
+		if match(svc) {
+			t.markLocked(name)
+		}
+	}
+}
+
 // service returns the latest Service of that name, or nil.
 func (t *changeTracker) service(n types.NamespacedName) *v1.Service {
 	t.mu.Lock()

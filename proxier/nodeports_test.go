@@ -1,0 +1,123 @@
+package proxier
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nodeaddrs"
+)
+
+// TestNodePortsFollowTheNodeAddresses: a NodePort Service is served on the
+// node's addresses as a drift check finds them, its port is in the TCP
+// bitmap, and the chains match on that set only while it has entries.
+func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
+	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	ipt := &iptables.Fake{}
+	addrs := &nodeaddrs.Fake{}
+	a, b := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")
+	addrs.Set(nil, a, netip.MustParseAddr("fd00::15"))
+	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt, NodeAddrs: addrs},
+		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	web := svc("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
+	web.Spec.Type = v1.ServiceTypeNodePort
+	plain := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	plain.Name = "plain"
+	p.OnServiceAdd(web)
+	p.OnServiceAdd(plain)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+
+	virtualServers := func() []string {
+		var out []string
+		for _, l := range strings.Split(k.ipvs.Dump(), "\n") {
+			if strings.HasPrefix(l, "-A ") {
+				out = append(out, strings.Fields(l)[1])
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	nodePortRule := func() bool {
+		saved, _ := ipt.Save()
+		return strings.Contains(string(saved), "--match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ")
+	}
+	if got, want := virtualServers(), []string{"10.0.2.15:30080/TCP", "10.96.0.10:80/TCP", "10.96.0.11:80/TCP"}; !slices.Equal(got, want) {
+		t.Fatalf("virtual servers %v, want %v (IPv6 addresses wait for dual-stack)", got, want)
+	}
+	if !strings.Contains(k.sets.Dump(), "add KUBE-NODE-PORT-TCP 30080") || !nodePortRule() {
+		t.Fatalf("node port not in its set or chain:\n%s", k.sets.Dump())
+	}
+	k.ops()
+
+	// An address appears: at the next drift check, the NodePort Service
+	// alone is recomputed and gets a virtual server there.
+	addrs.Set(nil, a, b)
+	p.needFull = true
+	p.SyncNow()
+	expectOps(t, k, "add-vs 192.168.7.1:30080/TCP")
+	addrs.Set(nil, b)
+	p.needFull = true
+	p.SyncNow()
+	expectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
+
+	// A failed listing keeps the addresses in use.
+	addrs.Set(errors.New("netlink: no buffer space"))
+	p.needFull = true
+	p.SyncNow()
+	expectOps(t, k)
+
+	// --nodeport-addresses primary: the Node's InternalIP alone.
+	p.cfg.NodePortPrimary = true
+	addrs.Set(nil, a, b)
+	p.OnNodeChange(&v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+		{Type: v1.NodeHostName, Address: "me"}, {Type: v1.NodeInternalIP, Address: "10.0.2.15"}}}})
+	p.SyncNow()
+	if got, want := virtualServers(), []string{"10.0.2.15:30080/TCP", "10.96.0.10:80/TCP", "10.96.0.11:80/TCP"}; !slices.Equal(got, want) {
+		t.Fatalf("with primary: virtual servers %v, want %v", got, want)
+	}
+
+	// The last node port gone: its rule goes with its set's entries.
+	p.OnServiceDelete(web)
+	p.SyncNow()
+	if strings.Contains(k.sets.Dump(), setNodePortTCP) || nodePortRule() {
+		t.Fatalf("node port entry, or its rule, left behind:\n%s", k.sets.Dump())
+	}
+}
+
+func TestNodePortFilter(t *testing.T) {
+	all := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1"), netip.MustParseAddr("fd00::1")}
+	primary := netip.MustParseAddr("192.168.7.1")
+	for name, c := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"unset: every IPv4 address": {Config{}, "10.0.2.15 192.168.7.1"},
+		"a CIDR":                    {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "10.0.2.15"},
+		"primary":                   {Config{NodePortPrimary: true}, "192.168.7.1"},
+		"primary and a CIDR":        {Config{NodePortPrimary: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.2.0/24")}}, "10.0.2.15 192.168.7.1"},
+		"an IPv6 CIDR alone":        {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}}, ""},
+	} {
+		var got []string
+		for _, a := range c.cfg.nodePortFilter(all, primary) {
+			got = append(got, a.String())
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s: %v, want %s", name, got, c.want)
+		}
+	}
+}
