@@ -164,11 +164,15 @@ type glue struct {
 	ipt iptables.Interface
 	cfg *Config
 
-	mu sync.Mutex
+	// setsMu guards inUse and known, apart from mu, so that a sync's use
+	// never waits for a drift check's iptables processes.
+	setsMu sync.Mutex
 	// inUse are the glueSets some Service wants an entry in; known says a
 	// sync has said so (use), rather than guess.
 	inUse map[string]bool
 	known bool
+
+	mu sync.Mutex
 	// written is our chains as iptables-save printed them after our last
 	// restore, in the order it printed them; empty while unknown (before the
 	// first write, after a failed one, or when the write was not read back).
@@ -199,10 +203,13 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 			missing = append(missing, j)
 		}
 	}
-	payload := gluePayload(g.cfg, missing, g.inUse)
+	g.setsMu.Lock()
+	inUse := g.inUse
+	g.setsMu.Unlock()
+	payload := gluePayload(g.cfg, missing, inUse)
 	ours := ourChains(saved, payload)
 	// What we want, without the one-off jump inserts.
-	want := string(gluePayload(g.cfg, nil, g.inUse))
+	want := string(gluePayload(g.cfg, nil, inUse))
 	if len(missing) == 0 && g.written != "" && ours == g.written && want == g.wrote {
 		return false, nil
 	}
@@ -223,11 +230,18 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 // use records which of glueSets are in use, and reports whether that
 // changed the chains, which ensure must then rewrite.
 func (g *glue) use(sets map[string]bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.setsMu.Lock()
+	defer g.setsMu.Unlock()
 	changed := !maps.Equal(sets, g.inUse)
 	g.inUse, g.known = sets, true
 	return changed
+}
+
+// guessing says whether use has not been called yet.
+func (g *glue) guessing() bool {
+	g.setsMu.Lock()
+	defer g.setsMu.Unlock()
+	return !g.known
 }
 
 // guess sets inUse from the kernel's sets, until use is first called: at
@@ -235,8 +249,8 @@ func (g *glue) use(sets map[string]bool) bool {
 // sets a previous proxier filled, so that a restart leaves them as they
 // were rather than dropping their rules until the first sync.
 func (g *glue) guess(sets map[string]bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.setsMu.Lock()
+	defer g.setsMu.Unlock()
 	if !g.known {
 		g.inUse = sets
 	}

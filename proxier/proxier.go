@@ -215,14 +215,16 @@ func (p *Proxier) setupKernel(readBack bool) error {
 			return err
 		}
 	}
-	// Every cluster has default/kubernetes: a cluster IP is always wanted.
-	filled := map[string]bool{setClusterIP: true}
-	for _, s := range glueSets() {
-		if n, err := p.kernel.Sets.Count(s); err == nil && n > 0 {
-			filled[s] = true
+	if p.glue.guessing() {
+		// Every cluster has default/kubernetes: a cluster IP is always wanted.
+		filled := map[string]bool{setClusterIP: true}
+		for _, s := range glueSets() {
+			if n, err := p.kernel.Sets.Count(s); err == nil && n > 0 {
+				filled[s] = true
+			}
 		}
+		p.glue.guess(filled)
 	}
-	p.glue.guess(filled)
 	drifted, err := p.glue.ensure(readBack)
 	if err != nil {
 		p.metrics.IPTablesRestoreFailures.Inc()
