@@ -63,6 +63,8 @@ func TestKernelRefusesOneRealServer(t *testing.T) {
 		return nil
 	})
 	waitAnswerSet(t, client.HTTP, web, a.Name, 6, 10*time.Second)
+	// The other Service's slice may be programmed a sync after it.
+	waitAnswerSet(t, client.HTTP, other, a.Name, 3, 10*time.Second)
 
 	// The health timeout is two sync periods (10 s here): stay past it,
 	// with the refused object retried and both Services answering.
