@@ -1,6 +1,6 @@
 // Command echo is the test pods' server: it answers every HTTP request on
 // -tcp and every UDP datagram on -udp with its pod name, so a client can
-// tell which endpoint served it.
+// tell which endpoint served it; /source adds the client's address.
 package main
 
 import (
@@ -40,7 +40,14 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Println("ready")
-	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// /source adds the client's address as the pod sees it, to tell
+		// a masqueraded connection from one that kept its source.
+		if r.URL.Path == "/source" {
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			_, _ = w.Write([]byte(*name + " " + host))
+			return
+		}
 		_, _ = w.Write([]byte(*name))
 	})))
 }

@@ -123,13 +123,27 @@ func (p *Pod) dial(network string, to netip.AddrPort, timeout time.Duration) (ne
 
 // HTTP sends one request on a new TCP connection and returns the answering pod's name.
 func (p *Pod) HTTP(to netip.AddrPort, timeout time.Duration) (string, error) {
+	return p.Get(to, "/", timeout)
+}
+
+// Source asks who answers and from which address it sees the request come:
+// "name address".
+func (p *Pod) Source(to netip.AddrPort, timeout time.Duration) (string, error) {
+	return p.Get(to, "/source", timeout)
+}
+
+// HostLink is the pod's veth end in the root namespace.
+func (p *Pod) HostLink() string { return p.host }
+
+// Get sends one HTTP GET on a new TCP connection and returns the body.
+func (p *Pod) Get(to netip.AddrPort, path string, timeout time.Duration) (string, error) {
 	c, err := p.dial("tcp", to, timeout)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: test\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.0\r\nHost: test\r\n\r\n"); err != nil {
 		return "", err
 	}
 	body, err := io.ReadAll(c)
