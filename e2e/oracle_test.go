@@ -104,9 +104,47 @@ func oracleObjects() []any {
 		framework.Endpoint("10.244.1.17", "other-node", true))
 	npITPA := framework.Slice(ns, "np-itp", "np-itp-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8091)},
 		framework.Endpoint("10.244.1.18", "other-node", true))
+	// External IPs: one bound to kube-ipvs0, one the node's own (not
+	// bound); and on a NodePort with externalTrafficPolicy Local.
+	ext := framework.ClusterIPService(ns, "ext", "10.96.10.23", framework.Port("", tcp, 92, 8092))
+	ext.Spec.ExternalIPs = []string{"192.0.2.50", "10.0.2.15"}
+	extLocal := nodePort("ext-local", "10.96.10.24", local, withNodePort(framework.Port("", tcp, 93, 8093), 30093))
+	extLocal.Spec.ExternalIPs = []string{"192.0.2.51"}
+	extA := framework.Slice(ns, "ext", "ext-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8092)},
+		framework.Endpoint("10.244.1.19", "other-node", true))
+	extLocalA := framework.Slice(ns, "ext-local", "ext-local-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8093)},
+		framework.Endpoint("10.244.1.20", node, true), framework.Endpoint("10.244.1.21", "other-node", true))
+	// LoadBalancers: source ranges that hold the node (10.0.2.15), and
+	// externalTrafficPolicy Local with ranges that leave it out, a health
+	// check node port and an ipMode Proxy ingress (not programmed); one
+	// without node ports.
+	loadBalancer := func(name, ip string, etp v1.ServiceExternalTrafficPolicy, ranges []string, p v1.ServicePort, ingress ...v1.LoadBalancerIngress) *v1.Service {
+		s := framework.ClusterIPService(ns, name, ip, p)
+		s.Spec.Type, s.Spec.ExternalTrafficPolicy, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, etp, ranges
+		s.Status.LoadBalancer.Ingress = ingress
+		return s
+	}
+	proxyMode := v1.LoadBalancerIPModeProxy
+	lb := loadBalancer("lb", "10.96.10.25", cluster, []string{"10.0.2.0/24", "192.168.40.0/24"},
+		withNodePort(framework.Port("", tcp, 94, 8094), 30094), v1.LoadBalancerIngress{IP: "192.0.2.60"})
+	lbLocal := loadBalancer("lb-local", "10.96.10.26", local, []string{"192.168.41.0/24"},
+		withNodePort(framework.Port("", tcp, 95, 8095), 30095),
+		v1.LoadBalancerIngress{IP: "192.0.2.61"}, v1.LoadBalancerIngress{IP: "192.0.2.62", IPMode: &proxyMode})
+	lbLocal.Spec.HealthCheckNodePort = 30295
+	lbNoNodePorts := loadBalancer("lb-no-node-ports", "10.96.10.27", cluster, nil, framework.Port("", udp, 96, 8096),
+		v1.LoadBalancerIngress{IP: "192.0.2.63"})
+	lbNoNodePorts.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
+	lbA := framework.Slice(ns, "lb", "lb-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8094)},
+		framework.Endpoint("10.244.1.22", "other-node", true))
+	lbLocalA := framework.Slice(ns, "lb-local", "lb-local-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8095)},
+		framework.Endpoint("10.244.1.23", node, true), framework.Endpoint("10.244.1.24", "other-node", true))
+	lbNoNodePortsA := framework.Slice(ns, "lb-no-node-ports", "lb-no-node-ports-a", []discovery.EndpointPort{framework.SlicePort("", udp, 8096)},
+		framework.Endpoint("10.244.1.25", "other-node", true))
 	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA,
+		lb, lbLocal, lbNoNodePorts, lbA, lbLocalA, lbNoNodePortsA,
 		localOnly, noLocal, localOnlyA, noLocalA,
-		np, npSCTP, npLocal, npNoLocal, npITP, npA, npSCTPA, npLocalA, npNoLocalA, npITPA}
+		np, npSCTP, npLocal, npNoLocal, npITP, npA, npSCTPA, npLocalA, npNoLocalA, npITPA,
+		ext, extLocal, extA, extLocalA}
 }
 
 // TestSameKernelStateAsUpstream runs upstream kube-proxy v1.34 in IPVS mode

@@ -23,7 +23,7 @@ modules="ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_lblc ip_vs_lblcr ip_v
  dummy veth ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet ip_set_hash_net
  ip_set_bitmap_port xt_set nf_conntrack nf_conntrack_netlink nf_nat iptable_nat iptable_filter iptable_mangle
  ip6table_nat ip6table_filter ip6table_mangle xt_MASQUERADE xt_mark xt_comment xt_addrtype xt_conntrack ipt_REJECT
- nf_reject_ipv4 xt_nat nf_tables nft_compat nft_chain_nat br_netfilter sctp"
+ nf_reject_ipv4 xt_nat xt_physdev xt_ipvs nf_tables nft_compat nft_chain_nat br_netfilter sctp"
 
 prepare() {
   for t in qemu-system-x86_64:qemu-system-x86 depmod:kmod cpio:cpio; do

@@ -27,6 +27,14 @@ type serviceState struct {
 	// or externalTrafficPolicy Local finds a port whose usable endpoints
 	// are all on other nodes.
 	noLocalEndpoints, noLocalExternal bool
+	// nodeBlocked are the load-balancer VIP:ports whose source ranges
+	// leave out the node's own address: the node may not reach them.
+	nodeBlocked []ipset.Entry
+	// healthCheckPort, for a LoadBalancer with externalTrafficPolicy
+	// Local, serves the count of its ready endpoints on this node,
+	// localReady.
+	healthCheckPort uint16
+	localReady      int
 }
 
 type virtualServerState struct {
@@ -52,10 +60,9 @@ type endpoint struct {
 }
 
 // desiredState computes what svc needs in the kernel given its slices and
-// the addresses NodePorts are served on. The second result lists what was
-// skipped and why (bad input never stops the rest of the Service from being
-// programmed).
-func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, nodeIPs []netip.Addr) (serviceState, []string) {
+// the node's addresses. The second result lists what was skipped and why
+// (bad input never stops the rest of the Service from being programmed).
+func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, node nodeAddrs) (serviceState, []string) {
 	var st serviceState
 	var problems []string
 	if svc == nil || !programsClusterIP(svc) {
@@ -91,6 +98,12 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		}
 		return vss
 	}
+	externalIPs, externalProblems := externalIPsOf(svc)
+	problems = append(problems, externalProblems...)
+	lbIPs, lbProblems := loadBalancerIPsOf(svc)
+	problems = append(problems, lbProblems...)
+	sourceRanges, rangeProblems := sourceRangesOf(svc)
+	problems = append(problems, rangeProblems...)
 	var scheduled bool
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
@@ -121,7 +134,47 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			}
 		}
 
-		if sp.NodePort == 0 || len(nodeIPs) == 0 {
+		// External IPs: traffic from outside, to an address the node
+		// takes as its own (bound to kube-ipvs0 unless it already is).
+		external, noLocal := choice.pick(policy.externalLocal)
+		for _, ip := range externalIPs {
+			st.noLocalExternal = st.noLocalExternal || noLocal
+			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, uint16(sp.Port), external))
+			set := setExternalIP
+			if policy.externalLocal {
+				set = setExternalIPLocal
+			}
+			st.entries = append(st.entries, setEntry{set, ipset.Entry{IP: ip, Protocol: lower, Port: uint16(sp.Port)}})
+		}
+
+		// Load-balancer ingress IPs: as external IPs, with their own sets,
+		// and the source ranges enforced in KUBE-SOURCE-RANGES-FIREWALL.
+		for _, ip := range lbIPs {
+			st.noLocalExternal = st.noLocalExternal || noLocal
+			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, uint16(sp.Port), external))
+			e := ipset.Entry{IP: ip, Protocol: lower, Port: uint16(sp.Port)}
+			st.entries = append(st.entries, setEntry{setLoadBalancer, e})
+			if policy.externalLocal {
+				st.entries = append(st.entries, setEntry{setLoadBalancerLocal, e})
+			}
+			if len(sourceRanges) == 0 {
+				continue
+			}
+			st.entries = append(st.entries, setEntry{setLoadBalancerFW, e})
+			fromNode := false
+			for _, cidr := range sourceRanges {
+				st.entries = append(st.entries, setEntry{setLoadBalancerSourceNet, ipset.Entry{IP: ip, Protocol: lower, Port: e.Port, Net: cidr}})
+				fromNode = fromNode || cidr.Contains(node.primary)
+			}
+			if fromNode {
+				// The node reaches the VIP from the VIP itself (bound here).
+				st.entries = append(st.entries, setEntry{setLoadBalancerSourceIP, ipset.Entry{IP: ip, Protocol: lower, Port: e.Port, IP2: ip}})
+			} else {
+				st.nodeBlocked = append(st.nodeBlocked, e)
+			}
+		}
+
+		if sp.NodePort == 0 || len(node.nodePort) == 0 {
 			continue
 		}
 		if sp.NodePort < 0 || sp.NodePort > 65535 {
@@ -129,11 +182,10 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			continue
 		}
 		nodePort := uint16(sp.NodePort)
-		real, noLocal = choice.pick(policy.externalLocal)
 		st.noLocalExternal = st.noLocalExternal || noLocal
 		sets := nodePortSets[proto]
-		for _, ip := range nodeIPs {
-			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, nodePort, real))
+		for _, ip := range node.nodePort {
+			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, nodePort, external))
 			if proto == ipvs.SCTP {
 				// SCTP's sets are hash:ip,port: an entry per node address.
 				e := ipset.Entry{IP: ip, Protocol: lower, Port: nodePort}
@@ -150,11 +202,122 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			}
 		}
 	}
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+		if hc := svc.Spec.HealthCheckNodePort; hc <= 0 || hc > 65535 {
+			problems = append(problems, fmt.Sprintf("healthCheckNodePort %d is not a port; no health check served", hc))
+		} else {
+			st.healthCheckPort = uint16(hc)
+			st.localReady = localReady(svc, slices, cfg.NodeName)
+			st.entries = append(st.entries, setEntry{setHealthCheckNodePort, ipset.Entry{Port: st.healthCheckPort}})
+		}
+	}
 	if scheduled {
-		st.addresses = []netip.Addr{clusterIP}
-		st.entries = append(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: clusterIP}})
+		st.addresses = boundAddresses(clusterIP, append(externalIPs, lbIPs...), node)
+		for _, a := range st.addresses {
+			st.entries = append(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: a}})
+		}
 	}
 	return st, problems
+}
+
+// localReady counts the distinct addresses of svc's ready endpoints on
+// this node, over all its ports: what its health check reports.
+func localReady(svc *v1.Service, slices []*discovery.EndpointSlice, nodeName string) int {
+	var seen []netip.Addr
+	for i := range svc.Spec.Ports {
+		eps, _ := endpointsFor(&svc.Spec.Ports[i], slices, nodeName)
+		for _, ep := range eps {
+			if ep.local && ep.ready && !containsAddr(seen, ep.addr) {
+				seen = append(seen, ep.addr)
+			}
+		}
+	}
+	return len(seen)
+}
+
+func containsAddr(list []netip.Addr, a netip.Addr) bool {
+	for _, b := range list {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// boundAddresses are the Service's addresses bound to kube-ipvs0: its
+// cluster IP, and its external IPs that are not the node's already.
+func boundAddresses(clusterIP netip.Addr, externalIPs []netip.Addr, node nodeAddrs) []netip.Addr {
+	out := []netip.Addr{clusterIP}
+	for _, ip := range externalIPs {
+		if !node.has(ip) && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// loadBalancerIPsOf lists svc's load-balancer ingress IPs that traffic
+// reaches with their own address (ipMode VIP, the default), reporting those
+// it skips. A hostname-only ingress has no IP to program.
+func loadBalancerIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
+	var out []netip.Addr
+	var problems []string
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue
+		}
+		if ing.IPMode != nil && *ing.IPMode != v1.LoadBalancerIPModeVIP {
+			if *ing.IPMode != v1.LoadBalancerIPModeProxy {
+				problems = append(problems, fmt.Sprintf("load-balancer ingress %s: unknown ipMode %q; skipped", ing.IP, *ing.IPMode))
+			}
+			continue // Proxy: the load balancer sends traffic to the node, not to the VIP
+		}
+		ip, err := netip.ParseAddr(ing.IP)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("load-balancer ingress IP %q is not an IP address; skipped", ing.IP))
+		case !ip.Is4():
+			problems = append(problems, fmt.Sprintf("load-balancer ingress IP %q is not IPv4 (IPv6 is not programmed yet); skipped", ing.IP))
+		case !slices.Contains(out, ip):
+			out = append(out, ip)
+		}
+	}
+	return out, problems
+}
+
+// sourceRangesOf parses svc's loadBalancerSourceRanges; as upstream, the
+// IPv6 ones do not apply to IPv4 ingress IPs.
+func sourceRangesOf(svc *v1.Service) ([]netip.Prefix, []string) {
+	var out []netip.Prefix
+	var problems []string
+	for _, s := range svc.Spec.LoadBalancerSourceRanges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("loadBalancerSourceRanges: %q is not a CIDR; skipped", s))
+		case p.Addr().Is4():
+			out = append(out, p.Masked())
+		}
+	}
+	return out, problems
+}
+
+// externalIPsOf parses svc's external IPs, reporting those it skips.
+func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
+	var out []netip.Addr
+	var problems []string
+	for _, s := range svc.Spec.ExternalIPs {
+		ip, err := netip.ParseAddr(s)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("external IP %q is not an IP address; skipped", s))
+		case !ip.Is4():
+			problems = append(problems, fmt.Sprintf("external IP %q is not IPv4 (IPv6 is not programmed yet); skipped", s))
+		case !slices.Contains(out, ip):
+			out = append(out, ip)
+		}
+	}
+	return out, problems
 }
 
 // nodePortSets are the sets naming a protocol's node ports: all of them,

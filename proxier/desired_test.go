@@ -74,6 +74,12 @@ func render(st serviceState) string {
 	if st.noLocalExternal {
 		entries = append(entries, "no local endpoints for external traffic")
 	}
+	for _, e := range st.nodeBlocked {
+		entries = append(entries, "node blocked from "+e.String())
+	}
+	if st.healthCheckPort != 0 {
+		entries = append(entries, fmt.Sprintf("health check on %d: %d local endpoint", st.healthCheckPort, st.localReady))
+	}
 	return strings.Join(append(lines, entries...), "\n")
 }
 
@@ -108,7 +114,15 @@ func TestDesiredState(t *testing.T) {
 		return sp
 	}
 	cluster, localPolicy := v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal
-	nodeIPs := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")}
+	two := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")}
+	nodeIPs, firstIP := nodeAddrs{all: two, nodePort: two, primary: two[0]}, nodeAddrs{all: two[:1], nodePort: two[:1], primary: two[0]}
+	loadBalancer := func(ip string, etp v1.ServiceExternalTrafficPolicy, ranges []string, ingress ...v1.LoadBalancerIngress) *v1.Service {
+		s := svc(ip, port("", tcp, 80))
+		s.Spec.Type, s.Spec.ExternalTrafficPolicy, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, etp, ranges
+		s.Status.LoadBalancer.Ingress = ingress
+		return s
+	}
+	proxyMode, otherMode := v1.LoadBalancerIPModeProxy, v1.LoadBalancerIPMode("Teleport")
 	mixedEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
 		ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"})}
 	remoteEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
@@ -120,7 +134,7 @@ func TestDesiredState(t *testing.T) {
 		name     string
 		svc      *v1.Service
 		slices   []*discovery.EndpointSlice
-		nodeIPs  []netip.Addr
+		nodeIPs  nodeAddrs
 		want     string
 		problems int
 	}{
@@ -165,7 +179,7 @@ set KUBE-NODE-PORT-SCTP-HASH 192.168.7.1,sctp:30009`,
 		{
 			name:    "externalTrafficPolicy Local: node ports get local endpoints and the LOCAL set, the cluster IP all",
 			svc:     nodePort("10.96.0.52", localPolicy, withNodePort(port("", tcp, 80), 30052)),
-			nodeIPs: nodeIPs[:1],
+			nodeIPs: firstIP,
 			slices:  mixedEndpoints,
 			want: `vs 10.96.0.52:80/TCP rr
   rs 10.244.0.1:8080 w=1
@@ -182,7 +196,7 @@ set KUBE-NODE-PORT-TCP 30052`,
 		{
 			name:    "externalTrafficPolicy Local without local endpoints: node ports fall back to the cluster's, as upstream's IPVS mode",
 			svc:     nodePort("10.96.0.53", localPolicy, withNodePort(port("", tcp, 80), 30053)),
-			nodeIPs: nodeIPs[:1],
+			nodeIPs: firstIP,
 			slices:  remoteEndpoints,
 			want: `vs 10.96.0.53:80/TCP rr
   rs 10.244.0.2:8080 w=1
@@ -198,7 +212,7 @@ no local endpoints for external traffic`,
 		{
 			name:    "internalTrafficPolicy Local on a NodePort without local endpoints: the cluster IP falls back to the cluster's",
 			svc:     bothLocal,
-			nodeIPs: nodeIPs[:1],
+			nodeIPs: firstIP,
 			slices:  remoteEndpoints,
 			want: `vs 10.96.0.54:80/TCP rr
   rs 10.244.0.2:8080 w=1
@@ -209,6 +223,105 @@ set KUBE-CLUSTER-IP 10.96.0.54,tcp:80
 set KUBE-IPVS-IPS 10.96.0.54
 set KUBE-NODE-PORT-TCP 30054
 no local endpoints`,
+		},
+		{
+			name: "external IPs: a virtual server each, bound unless the node has the address, bad ones skipped",
+			svc: func() *v1.Service {
+				s := svc("10.96.0.60", port("", tcp, 80))
+				s.Spec.ExternalIPs = []string{"203.0.113.7", "10.0.2.15", "fd00::7", "bogus", "203.0.113.7"}
+				return s
+			}(),
+			nodeIPs:  nodeIPs,
+			slices:   remoteEndpoints,
+			problems: 2,
+			want: `vs 10.96.0.60:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 203.0.113.7:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 10.0.2.15:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+addr 10.96.0.60
+addr 203.0.113.7
+set KUBE-CLUSTER-IP 10.96.0.60,tcp:80
+set KUBE-EXTERNAL-IP 10.0.2.15,tcp:80
+set KUBE-EXTERNAL-IP 203.0.113.7,tcp:80
+set KUBE-IPVS-IPS 10.96.0.60
+set KUBE-IPVS-IPS 203.0.113.7`,
+		},
+		{
+			name: "external IP with externalTrafficPolicy Local: this node's endpoints, the LOCAL set",
+			svc: func() *v1.Service {
+				s := svc("10.96.0.61", port("", tcp, 80))
+				s.Spec.ExternalIPs = []string{"203.0.113.8"}
+				s.Spec.ExternalTrafficPolicy = localPolicy
+				return s
+			}(),
+			slices: mixedEndpoints,
+			want: `vs 10.96.0.61:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.2:8080 w=1
+vs 203.0.113.8:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+addr 10.96.0.61
+addr 203.0.113.8
+set KUBE-CLUSTER-IP 10.96.0.61,tcp:80
+set KUBE-EXTERNAL-IP-LOCAL 203.0.113.8,tcp:80
+set KUBE-IPVS-IPS 10.96.0.61
+set KUBE-IPVS-IPS 203.0.113.8
+set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1`,
+		},
+		{
+			name: "LoadBalancer: VIP ingress programmed, Proxy and hostname ones not; source ranges that hold the node let it in",
+			svc: loadBalancer("10.96.0.70", cluster, []string{"192.168.0.0/16", "10.0.2.0/24", "fd00::/8"},
+				v1.LoadBalancerIngress{IP: "198.51.100.7"}, v1.LoadBalancerIngress{IP: "198.51.100.8", IPMode: &proxyMode},
+				v1.LoadBalancerIngress{Hostname: "lb.example"}),
+			nodeIPs: firstIP,
+			slices:  remoteEndpoints,
+			want: `vs 10.96.0.70:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+vs 198.51.100.7:80/TCP rr
+  rs 10.244.0.2:8080 w=1
+addr 10.96.0.70
+addr 198.51.100.7
+set KUBE-CLUSTER-IP 10.96.0.70,tcp:80
+set KUBE-IPVS-IPS 10.96.0.70
+set KUBE-IPVS-IPS 198.51.100.7
+set KUBE-LOAD-BALANCER 198.51.100.7,tcp:80
+set KUBE-LOAD-BALANCER-FW 198.51.100.7,tcp:80
+set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.7,tcp:80,10.0.2.0/24
+set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.7,tcp:80,192.168.0.0/16
+set KUBE-LOAD-BALANCER-SOURCE-IP 198.51.100.7,tcp:80,198.51.100.7`,
+		},
+		{
+			name: "LoadBalancer with externalTrafficPolicy Local, ranges without the node: blocked from it; bad input skipped",
+			svc: func() *v1.Service {
+				s := loadBalancer("10.96.0.71", localPolicy, []string{"192.168.0.0/16", "not-a-cidr"},
+					v1.LoadBalancerIngress{IP: "198.51.100.9"}, v1.LoadBalancerIngress{IP: "198.51.100.10", IPMode: &otherMode},
+					v1.LoadBalancerIngress{IP: "fd00::9"})
+				s.Spec.HealthCheckNodePort = 30271
+				return s
+			}(),
+			nodeIPs:  firstIP,
+			slices:   mixedEndpoints,
+			problems: 3,
+			want: `vs 10.96.0.71:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.2:8080 w=1
+vs 198.51.100.9:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+addr 10.96.0.71
+addr 198.51.100.9
+set KUBE-CLUSTER-IP 10.96.0.71,tcp:80
+set KUBE-HEALTH-CHECK-NODE-PORT 30271
+set KUBE-IPVS-IPS 10.96.0.71
+set KUBE-IPVS-IPS 198.51.100.9
+set KUBE-LOAD-BALANCER 198.51.100.9,tcp:80
+set KUBE-LOAD-BALANCER-FW 198.51.100.9,tcp:80
+set KUBE-LOAD-BALANCER-LOCAL 198.51.100.9,tcp:80
+set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.9,tcp:80,192.168.0.0/16
+set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
+node blocked from 198.51.100.9,tcp:80
+health check on 30271: 1 local endpoint`,
 		},
 		{
 			name: "NodePort without node addresses: the cluster IP alone",
@@ -401,7 +514,7 @@ func TestDesiredStateMaglevFlags(t *testing.T) {
 		"--ipvs-scheduler": {svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), &Config{Scheduler: "mh"}},
 		"annotation":       {byAnnotation, &Config{Scheduler: "rr"}},
 	} {
-		st, _ := desiredState(c.svc, nil, c.cfg, nil)
+		st, _ := desiredState(c.svc, nil, c.cfg, nodeAddrs{})
 		vs := st.virtualServers[0].vs
 		if vs.Scheduler != "mh" || vs.Flags != 0x10 {
 			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
 
@@ -43,17 +45,22 @@ var setRules = []struct {
 	set, table, chain, proto, match, target string
 }{
 	{setLoopBack, "nat", "KUBE-POSTROUTING", "", "dst,dst,src", "MASQUERADE"},
+	{setLoadBalancer, "nat", "KUBE-SERVICES", "", "dst,dst", "KUBE-LOAD-BALANCER"},
+	{setLoadBalancerLocal, "nat", "KUBE-LOAD-BALANCER", "", "dst,dst", "RETURN"},
 	{setNodePortLocalTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "RETURN"},
 	{setNodePortTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "KUBE-MARK-MASQ"},
 	{setNodePortLocalUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "RETURN"},
 	{setNodePortUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "KUBE-MARK-MASQ"},
 	{setNodePortLocalSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "RETURN"},
 	{setNodePortSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "KUBE-MARK-MASQ"},
+	{setLoadBalancerFW, "filter", "KUBE-PROXY-FIREWALL", "", "dst,dst", "KUBE-SOURCE-RANGES-FIREWALL"},
+	{setLoadBalancerSourceNet, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
+	{setLoadBalancerSourceIP, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
 }
 
 // glueSets are the sets whose emptiness changes the chains.
 func glueSets() []string {
-	out := []string{setClusterIP}
+	out := []string{setClusterIP, setExternalIP, setExternalIPLocal}
 	for _, r := range setRules {
 		out = append(out, r.set)
 	}
@@ -69,12 +76,27 @@ func setComment(name string) string {
 	return ""
 }
 
+// glueInput is what the chains depend on besides the configuration.
+type glueInput struct {
+	// inUse are the glueSets some Service wants an entry in.
+	inUse map[string]bool
+	// nodeBlocked are the load-balancer VIP:ports the node may not reach
+	// (their source ranges leave it out), sorted.
+	nodeBlocked []ipset.Entry
+}
+
+func (a glueInput) equal(b glueInput) bool {
+	return maps.Equal(a.inUse, b.inUse) && slices.Equal(a.nodeBlocked, b.nodeBlocked)
+}
+
 // gluePayload renders our chains for iptables-restore, rule for rule as
 // upstream kube-proxy writes them, and inserts the jumps missing from the
-// built-in chains. The chains depend on configuration and on which sets are
-// in use (inUse): per-Service matching happens in the ipsets, so a Service
-// change rewrites iptables only when it fills a set or empties it.
-func gluePayload(cfg *Config, missing []jumpRule, inUse map[string]bool) []byte {
+// built-in chains. The chains depend on configuration and on glueInput:
+// per-Service matching happens in the ipsets, so a Service change rewrites
+// iptables only when it fills a set or empties it, or blocks the node from
+// a load balancer.
+func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
+	inUse := in.inUse
 	mark := fmt.Sprintf("%#x", 1<<cfg.MasqueradeBit)
 	markMask := mark + "/" + mark
 	var b bytes.Buffer
@@ -105,14 +127,14 @@ func gluePayload(cfg *Config, missing []jumpRule, inUse map[string]bool) []byte 
 			w(`-A %s%s -m comment --comment %q -m set --match-set %s %s -j %s`, r.chain, proto, setComment(r.set), r.set, r.match, r.target)
 		}
 	}
+	// Node-local clients reach services from loopback; leave them to the kernel.
+	w("-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN")
 	setRule("nat")
 	w("-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ")
 	w("-A KUBE-MARK-MASQ -j MARK --or-mark %s", mark)
 	w("-A KUBE-POSTROUTING -m mark ! --mark %s -j RETURN", markMask)
 	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
 	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	// Node-local clients reach services from loopback; leave them to the kernel.
-	w("-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN")
 	var clusterCIDRs []string
 	for _, cidr := range cfg.ClusterCIDRs {
 		if cidr.Addr().Is4() {
@@ -131,9 +153,24 @@ func gluePayload(cfg *Config, missing []jumpRule, inUse map[string]bool) []byte 
 		// Without a pod CIDR, only replies from a service address are masqueraded (upstream's rule).
 		w("-A KUBE-SERVICES %s -m set --match-set %s src,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
 	}
+	// External IPs: masqueraded with policy Cluster, and accepted from
+	// off the node or when the address is the node's own.
+	for _, set := range []string{setExternalIP, setExternalIPLocal} {
+		if !inUse[set] {
+			continue
+		}
+		match := fmt.Sprintf("-A KUBE-SERVICES -m comment --comment %q -m set --match-set %s dst,dst", setComment(set), set)
+		if set == setExternalIP {
+			w("%s -j KUBE-MARK-MASQ", match)
+		}
+		w("%s -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT", match)
+		w("%s -m addrtype --dst-type LOCAL -j ACCEPT", match)
+	}
 	w("-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT")
-	if inUse[setClusterIP] {
-		w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", setClusterIP)
+	for _, set := range []string{setClusterIP, setLoadBalancer} {
+		if inUse[set] {
+			w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", set)
+		}
 	}
 	inserts("nat")
 	w("COMMIT")
@@ -141,6 +178,7 @@ func gluePayload(cfg *Config, missing []jumpRule, inUse map[string]bool) []byte 
 	for _, c := range []string{"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"} {
 		w(":%s - [0:0]", c)
 	}
+	setRule("filter")
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s -j ACCEPT`, markMask)
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
 	for _, s := range []string{setLoadBalancer, setClusterIP, setExternalIP, setExternalIPLocal} {
@@ -150,6 +188,9 @@ func gluePayload(cfg *Config, missing []jumpRule, inUse map[string]bool) []byte 
 	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with icmp-port-unreachable", setIPVSIPs)
 	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, setHealthCheckNodePort)
 	w("-A KUBE-SOURCE-RANGES-FIREWALL -j DROP")
+	for _, e := range in.nodeBlocked {
+		w("-A KUBE-IPVS-OUT-FILTER -s %s -m ipvs --vaddr %s --vproto %s --vport %d -j DROP", e.IP, e.IP, e.Protocol, e.Port)
+	}
 	inserts("filter")
 	w("COMMIT")
 	return b.Bytes()
@@ -164,12 +205,12 @@ type glue struct {
 	ipt iptables.Interface
 	cfg *Config
 
-	// setsMu guards inUse and known, apart from mu, so that a sync's use
-	// never waits for a drift check's iptables processes.
-	setsMu sync.Mutex
-	// inUse are the glueSets some Service wants an entry in; known says a
-	// sync has said so (use), rather than guess.
-	inUse map[string]bool
+	// inMu guards in and known, apart from mu, so that a sync's use never
+	// waits for a drift check's iptables processes.
+	inMu sync.Mutex
+	// in is what the chains depend on; known says a sync has said so
+	// (use), rather than guess.
+	in    glueInput
 	known bool
 
 	mu sync.Mutex
@@ -203,13 +244,13 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 			missing = append(missing, j)
 		}
 	}
-	g.setsMu.Lock()
-	inUse := g.inUse
-	g.setsMu.Unlock()
-	payload := gluePayload(g.cfg, missing, inUse)
+	g.inMu.Lock()
+	in := g.in
+	g.inMu.Unlock()
+	payload := gluePayload(g.cfg, missing, in)
 	ours := ourChains(saved, payload)
 	// What we want, without the one-off jump inserts.
-	want := string(gluePayload(g.cfg, nil, inUse))
+	want := string(gluePayload(g.cfg, nil, in))
 	if len(missing) == 0 && g.written != "" && ours == g.written && want == g.wrote {
 		return false, nil
 	}
@@ -227,32 +268,32 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 	return drifted, nil
 }
 
-// use records which of glueSets are in use, and reports whether that
-// changed the chains, which ensure must then rewrite.
-func (g *glue) use(sets map[string]bool) bool {
-	g.setsMu.Lock()
-	defer g.setsMu.Unlock()
-	changed := !maps.Equal(sets, g.inUse)
-	g.inUse, g.known = sets, true
+// use records what the chains depend on, and reports whether that changed
+// them, so that ensure must rewrite them.
+func (g *glue) use(in glueInput) bool {
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	changed := !in.equal(g.in)
+	g.in, g.known = in, true
 	return changed
 }
 
 // guessing says whether use has not been called yet.
 func (g *glue) guessing() bool {
-	g.setsMu.Lock()
-	defer g.setsMu.Unlock()
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
 	return !g.known
 }
 
-// guess sets inUse from the kernel's sets, until use is first called: at
-// start-up, before any Service is known, the chains are written for the
-// sets a previous proxier filled, so that a restart leaves them as they
-// were rather than dropping their rules until the first sync.
+// guess sets the sets in use from the kernel's sets, until use is first
+// called: at start-up, before any Service is known, the chains are written
+// for the sets a previous proxier filled, so that a restart leaves them as
+// they were rather than dropping their rules until the first sync.
 func (g *glue) guess(sets map[string]bool) {
-	g.setsMu.Lock()
-	defer g.setsMu.Unlock()
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
 	if !g.known {
-		g.inUse = sets
+		g.in.inUse = sets
 	}
 }
 

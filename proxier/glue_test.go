@@ -23,7 +23,7 @@ func TestGlueMasqueradeRules(t *testing.T) {
 		{"other mark bit", Config{MasqueradeBit: 5}, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			payload := string(gluePayload(&c.cfg, nil, map[string]bool{setClusterIP: true}))
+			payload := string(gluePayload(&c.cfg, nil, glueInput{inUse: map[string]bool{setClusterIP: true}}))
 			if !strings.Contains(payload, c.want+"\n") {
 				t.Errorf("missing %q in\n%s", c.want, payload)
 			}
@@ -48,14 +48,14 @@ func TestGlueSetRules(t *testing.T) {
 		}
 		return out
 	}
-	empty := gluePayload(cfg, nil, nil)
+	empty := gluePayload(cfg, nil, glueInput{})
 	if r := rulesOf(empty, "KUBE-NODE-PORT"); len(r) != 0 {
 		t.Errorf("node port rules without node ports: %q", r)
 	}
 	if nat, _, _ := strings.Cut(string(empty), "*filter"); strings.Contains(nat, "--match-set KUBE-CLUSTER-IP") || strings.Contains(nat, "KUBE-LOOP-BACK") {
 		t.Errorf("cluster IP or hairpin rules without entries:\n%s", nat)
 	}
-	full := gluePayload(cfg, nil, map[string]bool{setNodePortTCP: true, setNodePortLocalTCP: true, setNodePortSCTP: true, setNodePortUDP: true})
+	full := gluePayload(cfg, nil, glueInput{inUse: map[string]bool{setNodePortTCP: true, setNodePortLocalTCP: true, setNodePortSCTP: true, setNodePortUDP: true}})
 	want := []string{
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN`,
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ`,
@@ -75,11 +75,11 @@ func TestGlueSetRules(t *testing.T) {
 	if !strings.Contains(ipt.Payloads[0], "--match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT") {
 		t.Errorf("the guess from the kernel's sets was not written:\n%s", ipt.Payloads[0])
 	}
-	if g.use(map[string]bool{setClusterIP: true}) {
+	if g.use(glueInput{inUse: map[string]bool{setClusterIP: true}}) {
 		t.Error("the sets guessed and written reported as a change")
 	}
 	g.guess(nil)
-	if !g.use(map[string]bool{setClusterIP: true, setNodePortTCP: true}) {
+	if !g.use(glueInput{inUse: map[string]bool{setClusterIP: true, setNodePortTCP: true}}) {
 		t.Error("a set filled not reported")
 	}
 	if _, err := g.ensure(true); err != nil {

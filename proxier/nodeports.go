@@ -9,11 +9,29 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// nodeIPs tracks the addresses NodePorts are served on: the node's own
-// IPv4 addresses (every link but kube-ipvs0, no loopback), within
-// --nodeport-addresses when it is given. The kernel's list is re-read at
+// nodeAddrs is what desiredState needs of the node's own addresses.
+type nodeAddrs struct {
+	// all are the node's IPv4 addresses (every link but kube-ipvs0, no
+	// loopback): an external IP among them is not bound to kube-ipvs0.
+	all []netip.Addr
+	// nodePort are those NodePorts are served on: within
+	// --nodeport-addresses when it is given.
+	nodePort []netip.Addr
+	// primary is the Node's primary IPv4 address: a load balancer's source
+	// ranges that hold it let the node reach the VIP.
+	primary netip.Addr
+}
+
+func (a nodeAddrs) has(ip netip.Addr) bool { return slices.Contains(a.all, ip) }
+
+func (a nodeAddrs) equal(b nodeAddrs) bool {
+	return slices.Equal(a.all, b.all) && slices.Equal(a.nodePort, b.nodePort) && a.primary == b.primary
+}
+
+// nodeIPs tracks the node's addresses. The kernel's list is re-read at
 // every drift check and whenever the Node changes; a change recomputes the
-// Services that have node ports, and nothing else.
+// Services that use node addresses (node ports, external IPs), and nothing
+// else.
 type nodeIPs struct {
 	// primary is the Node's primary IPv4 address (for the "primary"
 	// keyword), written by the Node informer; changed says it changed
@@ -24,7 +42,7 @@ type nodeIPs struct {
 
 	// current is the list in use, and read says it has been read once;
 	// both owned by the sync goroutine.
-	current []netip.Addr
+	current nodeAddrs
 	read    bool
 }
 
@@ -48,15 +66,12 @@ func (n *nodeIPs) takeChanged() bool {
 	return c
 }
 
-// nodePortFilter keeps the addresses NodePorts are served on, as upstream: all of
-// them without --nodeport-addresses, else those within its CIDRs or equal
-// to the Node's primary address.
+// nodePortFilter keeps the addresses NodePorts are served on, as upstream:
+// all of them without --nodeport-addresses, else those within its CIDRs or
+// equal to the Node's primary address.
 func (c *Config) nodePortFilter(all []netip.Addr, primary netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range all {
-		if !a.Is4() {
-			continue // IPv6 Services are not programmed yet
-		}
 		ok := len(c.NodePortAddresses) == 0 && !c.NodePortPrimary ||
 			c.NodePortPrimary && a == primary ||
 			slices.ContainsFunc(c.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) })
@@ -83,18 +98,18 @@ func primaryIPv4(node *v1.Node) netip.Addr {
 	return netip.Addr{}
 }
 
-// refreshNodeIPs re-reads the node's addresses and, if the NodePort
-// addresses changed, queues every Service with a node port for
-// recomputation. It runs on the sync goroutine, before the inputs are taken.
+// refreshNodeIPs re-reads the node's addresses and, if they changed,
+// queues every Service that uses them for recomputation. It runs on the
+// sync goroutine, before the inputs are taken.
 func (p *Proxier) refreshNodeIPs() {
 	p.nodeIPs.takeChanged()
 	p.nodeIPs.read = true
 	if p.kernel.NodeAddrs == nil {
 		return
 	}
-	all, err := p.kernel.NodeAddrs.Addresses()
+	listed, err := p.kernel.NodeAddrs.Addresses()
 	if err != nil {
-		p.log.Warn("could not list the node's addresses; NodePorts keep the previous ones", zap.Error(err))
+		p.log.Warn("could not list the node's addresses; NodePorts and external IPs keep the previous ones", zap.Error(err))
 		return
 	}
 	p.nodeIPs.mu.Lock()
@@ -103,16 +118,26 @@ func (p *Proxier) refreshNodeIPs() {
 	if p.cfg.NodePortPrimary && !primary.IsValid() {
 		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no IPv4 address yet")
 	}
-	next := p.cfg.nodePortFilter(all, primary)
-	if slices.Equal(next, p.nodeIPs.current) {
+	var next nodeAddrs
+	for _, a := range listed {
+		if a.Is4() { // IPv6 Services are not programmed yet
+			next.all = append(next.all, a)
+		}
+	}
+	next.nodePort = p.cfg.nodePortFilter(next.all, primary)
+	next.primary = primary
+	if next.equal(p.nodeIPs.current) {
 		return
 	}
-	p.log.Info("NodePort addresses changed", zap.Stringers("from", p.nodeIPs.current), zap.Stringers("to", next))
+	p.log.Info("node addresses changed", zap.Stringers("from", p.nodeIPs.current.all), zap.Stringers("to", next.all),
+		zap.Stringers("nodePorts", next.nodePort))
 	p.nodeIPs.current = next
-	p.changeTracker.touch(hasNodePorts)
+	p.changeTracker.touch(usesNodeAddrs)
 }
 
-// hasNodePorts says whether any port of svc has a node port.
-func hasNodePorts(svc *v1.Service) bool {
-	return slices.ContainsFunc(svc.Spec.Ports, func(sp v1.ServicePort) bool { return sp.NodePort != 0 })
+// usesNodeAddrs says whether svc's state depends on the node's addresses
+// (or its primary one).
+func usesNodeAddrs(svc *v1.Service) bool {
+	return len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 ||
+		slices.ContainsFunc(svc.Spec.Ports, func(sp v1.ServicePort) bool { return sp.NodePort != 0 })
 }

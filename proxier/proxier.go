@@ -19,6 +19,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nodeaddrs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
 )
 
 // Kernel is every kernel table the proxier writes.
@@ -86,7 +87,17 @@ type Proxier struct {
 	// noLocal and noLocalExternal hold the Services whose internal or
 	// external traffic policy Local finds no endpoint on this node.
 	noLocal, noLocalExternal map[types.NamespacedName]bool
-	nodeIPs                  nodeIPs
+	// nodeBlocked holds each Service's load-balancer VIP:ports the node
+	// may not reach, for the glue.
+	nodeBlocked map[types.NamespacedName][]ipset.Entry
+	nodeIPs     nodeIPs
+	// healthChecks are the LoadBalancer health checks to serve, and
+	// svcHealth serves them; healthDirty says they changed, or a port
+	// could not be opened, since the server last took them.
+	healthChecks map[types.NamespacedName]svchealth.Service
+	healthDirty  bool
+	healthFailed map[types.NamespacedName]bool
+	svcHealth    *svchealth.Server
 	// earlySetup delivers the result of the kernel setup Run starts while
 	// the informers list; nil once a sync has taken it, or without Run.
 	earlySetup chan error
@@ -110,6 +121,10 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		problems:        map[types.NamespacedName]string{},
 		noLocal:         map[types.NamespacedName]bool{},
 		noLocalExternal: map[types.NamespacedName]bool{},
+		nodeBlocked:     map[types.NamespacedName][]ipset.Entry{},
+		healthChecks:    map[types.NamespacedName]svchealth.Service{},
+		healthFailed:    map[types.NamespacedName]bool{},
+		svcHealth:       svchealth.New(func() bool { ok, _ := health.Healthy(); return ok }),
 		setupStatus:     newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
 	}
 	names := make([]string, len(ipv4Sets))
@@ -408,19 +423,8 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	// agents wait on them, and a cold start at scale is long.
 	p.rec.sync(p.cfg.CriticalServices, read)
 	p.syncGlue()
+	p.syncHealthChecks()
 	return read, readErr
-}
-
-// syncGlue rewrites the iptables chains when a set they match on was
-// filled or emptied; a failure is retried like the kernel setup.
-func (p *Proxier) syncGlue() {
-	if !p.glue.use(p.rec.inUse(glueSets())) {
-		return
-	}
-	if _, err := p.glue.ensure(false); err != nil {
-		p.metrics.IPTablesRestoreFailures.Inc()
-		p.recordSetup(err)
-	}
 }
 
 // setupWithReadBack is the kernel setup a drift check runs before its read:
@@ -436,6 +440,19 @@ func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
 		changes = append(changes, serviceChange{in.name, st})
 		mark(p.noLocal, in.name, st.noLocalEndpoints)
 		mark(p.noLocalExternal, in.name, st.noLocalExternal)
+		if st.healthCheckPort != 0 {
+			hc := svchealth.Service{Port: st.healthCheckPort, LocalEndpoints: st.localReady}
+			p.healthDirty = p.healthDirty || p.healthChecks[in.name] != hc
+			p.healthChecks[in.name] = hc
+		} else if _, ok := p.healthChecks[in.name]; ok {
+			delete(p.healthChecks, in.name)
+			p.healthDirty = true
+		}
+		if len(st.nodeBlocked) > 0 {
+			p.nodeBlocked[in.name] = st.nodeBlocked
+		} else {
+			delete(p.nodeBlocked, in.name)
+		}
 	}
 	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal)))
 	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(float64(len(p.noLocalExternal)))
@@ -541,7 +558,7 @@ func (p *Proxier) OnNodeChange(node *v1.Node) {
 		}
 	}
 	p.health.SetNodeEligible(eligible)
-	if p.nodeIPs.setPrimary(primaryIPv4(node)) && p.cfg.NodePortPrimary {
+	if p.nodeIPs.setPrimary(primaryIPv4(node)) {
 		p.runner.Trigger()
 	}
 }

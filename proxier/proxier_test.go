@@ -260,7 +260,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	eps := slice("kubernetes", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, ep{ip: "10.0.0.1"})
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
-	st, _ := desiredState(api, []*discovery.EndpointSlice{eps}, &p.cfg, nil)
+	st, _ := desiredState(api, []*discovery.EndpointSlice{eps}, &p.cfg, nodeAddrs{})
 	_ = k.links.EnsureLink()
 	for _, err := range k.links.AddAddresses(st.addresses) {
 		if err != nil {

@@ -115,7 +115,7 @@ func BenchmarkConvergedHeap(b *testing.B) {
 			for e := 0; e < 10; e++ {
 				eps = append(eps, ep{ip: fmt.Sprintf("10.%d.%d.%d", 100+e, s>>8, s&0xff), ready: yes})
 			}
-			st, _ := desiredState(service, []*discovery.EndpointSlice{slice("e", []discovery.EndpointPort{sport("http", v1.ProtocolTCP, 8080)}, eps...)}, cfg, nil)
+			st, _ := desiredState(service, []*discovery.EndpointSlice{slice("e", []discovery.EndpointPort{sport("http", v1.ProtocolTCP, 8080)}, eps...)}, cfg, nodeAddrs{})
 			r.setService(types.NamespacedName{Namespace: "ns", Name: service.Name}, st)
 		}
 		if errs := r.apply(); len(errs) > 0 {

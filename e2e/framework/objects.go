@@ -61,7 +61,8 @@ func (e *Env) CreateNamespace(ns string) error {
 	return nil
 }
 
-// Apply creates Services and EndpointSlices, replacing those that exist.
+// Apply creates Services and EndpointSlices, replacing those that exist; a
+// Service's load-balancer ingress, if it has one, is written to its status.
 func (e *Env) Apply(objs ...any) error {
 	ctx, cancel := Ctx()
 	defer cancel()
@@ -70,6 +71,9 @@ func (e *Env) Apply(objs ...any) error {
 		switch o := o.(type) {
 		case *v1.Service:
 			err = createOrUpdate(ctx, e.Admin.CoreV1().Services(o.Namespace), o)
+			if err == nil && len(o.Status.LoadBalancer.Ingress) > 0 {
+				err = e.setIngress(ctx, o)
+			}
 		case *discovery.EndpointSlice:
 			err = createOrUpdate(ctx, e.Admin.DiscoveryV1().EndpointSlices(o.Namespace), o)
 		default:
@@ -78,6 +82,20 @@ func (e *Env) Apply(objs ...any) error {
 		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
+	}
+	return nil
+}
+
+// setIngress writes svc's load-balancer status, as a cloud controller would.
+func (e *Env) setIngress(ctx context.Context, svc *v1.Service) error {
+	c := e.Admin.CoreV1().Services(svc.Namespace)
+	cur, err := c.Get(ctx, svc.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cur.Status.LoadBalancer = svc.Status.LoadBalancer
+	if _, err := c.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("%s/%s status: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
 }

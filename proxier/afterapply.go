@@ -1,0 +1,57 @@
+package proxier
+
+import (
+	"cmp"
+	"slices"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+)
+
+// What a sync does once the reconciler has applied the changes: bring the
+// iptables chains and the LoadBalancer health checks in line with them.
+
+// syncHealthChecks serves the LoadBalancer health checks as they now are.
+// A port that cannot be opened is reported once, with an Event, and tried
+// again at every sync.
+func (p *Proxier) syncHealthChecks() {
+	if !p.healthDirty {
+		return
+	}
+	failed := p.svcHealth.Sync(p.healthChecks)
+	p.healthDirty = len(failed) > 0
+	for name, err := range failed {
+		if p.healthFailed[name] {
+			continue
+		}
+		p.healthFailed[name] = true
+		p.log.Warn("cannot serve a Service's health check; retrying at every sync", zap.String("service", name.String()), zap.Error(err))
+		if svc := p.changeTracker.service(name); svc != nil {
+			p.events.Eventf(svc, nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Sync", "kube-ipvs-proxy: %v", err)
+		}
+	}
+	for name := range p.healthFailed {
+		if failed[name] == nil {
+			delete(p.healthFailed, name)
+		}
+	}
+}
+
+// syncGlue rewrites the iptables chains when a set they match on was
+// filled or emptied; a failure is retried like the kernel setup.
+func (p *Proxier) syncGlue() {
+	var blocked []ipset.Entry
+	for _, list := range p.nodeBlocked {
+		blocked = append(blocked, list...)
+	}
+	slices.SortFunc(blocked, func(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) })
+	if !p.glue.use(glueInput{inUse: p.rec.inUse(glueSets()), nodeBlocked: blocked}) {
+		return
+	}
+	if _, err := p.glue.ensure(false); err != nil {
+		p.metrics.IPTablesRestoreFailures.Inc()
+		p.recordSetup(err)
+	}
+}
