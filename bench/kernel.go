@@ -119,17 +119,21 @@ func reloadIPVS() error {
 	if err != nil {
 		return err
 	}
-	var schedulers []string
+	// The modules that use ip_vs (its schedulers, xt_ipvs) go first and
+	// come back after it.
+	var users []string
 	for _, line := range strings.Split(string(data), "\n") {
-		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, "ip_vs_") {
-			schedulers = append(schedulers, name)
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "ip_vs" && f[3] != "-" {
+			users = strings.FieldsFunc(f[3], func(r rune) bool { return r == ',' })
 		}
 	}
-	if out, err := exec.Command("modprobe", append(append([]string{"-r"}, schedulers...), "ip_vs")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("modprobe", append(append([]string{"-r"}, users...), "ip_vs")...).CombinedOutput(); err != nil {
 		return fmt.Errorf("unload ip_vs: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	if out, err := exec.Command("modprobe", "ip_vs").CombinedOutput(); err != nil {
-		return fmt.Errorf("load ip_vs: %v: %s", err, strings.TrimSpace(string(out)))
+	for _, m := range append([]string{"ip_vs"}, users...) {
+		if out, err := exec.Command("modprobe", m).CombinedOutput(); err != nil {
+			return fmt.Errorf("load %s: %v: %s", m, err, strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }
