@@ -277,7 +277,9 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	// writing anything; later syncs take only the changed Services.
 	first := p.lastFull.IsZero()
 	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
-	if first || due || p.nodeIPs.takeChanged() {
+	// The node's addresses are re-read when a drift check starts, not at
+	// every sync while one runs.
+	if first || due && !p.rec.checking() || p.nodeIPs.takeChanged() {
 		p.refreshNodeIPs()
 	}
 	if first {
