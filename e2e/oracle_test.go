@@ -140,7 +140,30 @@ func oracleObjects() []any {
 		framework.Endpoint("10.244.1.23", node, true), framework.Endpoint("10.244.1.24", "other-node", true))
 	lbNoNodePortsA := framework.Slice(ns, "lb-no-node-ports", "lb-no-node-ports-a", []discovery.EndpointPort{framework.SlicePort("", udp, 8096)},
 		framework.Endpoint("10.244.1.25", "other-node", true))
+	// Topology hints, the node in zone-a (see TestSameKernelStateAsUpstream):
+	// zone hints on every endpoint; on some only (ignored); node hints.
+	hinted := func(ip, node string, zones, nodes []string) discovery.Endpoint {
+		e := framework.Endpoint(ip, node, true)
+		e.Hints = &discovery.EndpointHints{}
+		for _, z := range zones {
+			e.Hints.ForZones = append(e.Hints.ForZones, discovery.ForZone{Name: z})
+		}
+		for _, n := range nodes {
+			e.Hints.ForNodes = append(e.Hints.ForNodes, discovery.ForNode{Name: n})
+		}
+		return e
+	}
+	topo := framework.ClusterIPService(ns, "topo", "10.96.10.28", framework.Port("", tcp, 97, 8097))
+	topoPartial := framework.ClusterIPService(ns, "topo-partial", "10.96.10.29", framework.Port("", tcp, 98, 8098))
+	topoNode := framework.ClusterIPService(ns, "topo-node", "10.96.10.30", framework.Port("", tcp, 99, 8099))
+	topoA := framework.Slice(ns, "topo", "topo-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8097)},
+		hinted("10.244.1.26", "other-node", []string{"zone-a"}, nil), hinted("10.244.1.27", "other-node", []string{"zone-b"}, nil))
+	topoPartialA := framework.Slice(ns, "topo-partial", "topo-partial-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8098)},
+		hinted("10.244.1.28", "other-node", []string{"zone-a"}, nil), framework.Endpoint("10.244.1.29", "other-node", true))
+	topoNodeA := framework.Slice(ns, "topo-node", "topo-node-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8099)},
+		hinted("10.244.1.30", node, []string{"zone-a"}, []string{node}), hinted("10.244.1.31", "other-node", []string{"zone-a"}, []string{"other-node"}))
 	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA,
+		topo, topoPartial, topoNode, topoA, topoPartialA, topoNodeA,
 		lb, lbLocal, lbNoNodePorts, lbA, lbLocalA, lbNoNodePortsA,
 		localOnly, noLocal, localOnlyA, noLocalA,
 		np, npSCTP, npLocal, npNoLocal, npITP, npA, npSCTPA, npLocalA, npNoLocalA, npITPA,
@@ -153,6 +176,7 @@ func oracleObjects() []any {
 // iptables rules.
 func TestSameKernelStateAsUpstream(t *testing.T) {
 	mustNamespace(t, "oracle")
+	setZone(t, "zone-a")
 	mustApply(t, oracleObjects()...)
 	if shared != nil {
 		if err := shared.Stop(); err != nil {
@@ -209,6 +233,25 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		if c.want != c.got {
 			t.Errorf("%s differs from upstream kube-proxy's\n%s", c.what, lineDiff(c.want, c.got))
 		}
+	}
+}
+
+// setZone labels this node with a topology zone.
+func setZone(t *testing.T, zone string) {
+	t.Helper()
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	nodes := env.Admin.CoreV1().Nodes()
+	n, err := nodes.Get(ctx, framework.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[v1.LabelTopologyZone] = zone
+	if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -57,6 +57,9 @@ type endpoint struct {
 	serving     bool
 	terminating bool
 	local       bool // on this node
+	// zones and nodes are the endpoint's topology hints (hints.forZones,
+	// hints.forNodes).
+	zones, nodes []string
 }
 
 // desiredState computes what svc needs in the kernel given its slices and
@@ -119,7 +122,7 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		eps, epProblems := endpointsFor(sp, slices, cfg.NodeName)
 		problems = append(problems, epProblems...)
 		policy := policiesOf(svc, sp)
-		choice := categorize(eps, policy)
+		choice := categorize(eps, policy, cfg.NodeName, node.zone)
 
 		real, noLocal := choice.pick(policy.internalLocal)
 		st.noLocalEndpoints = st.noLocalEndpoints || noLocal
@@ -366,11 +369,11 @@ type endpointChoice struct {
 	any bool
 }
 
-func categorize(eps []endpoint, p policies) endpointChoice {
+func categorize(eps []endpoint, p policies, nodeName, zone string) endpointChoice {
 	all := serving(eps)
 	c := endpointChoice{any: len(all) > 0}
 	if p.usesCluster {
-		c.cluster = all
+		c.cluster = serving(byHints(eps, nodeName, zone))
 	}
 	if p.usesLocal {
 		c.local = serving(local(eps))
@@ -464,6 +467,14 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 				// on this node, as upstream — which meets the slices in map
 				// order, at random; we take them in name order, so the
 				// result is stable.
+				if e.Hints != nil {
+					for _, z := range e.Hints.ForZones {
+						ep.zones = append(ep.zones, z.Name)
+					}
+					for _, n := range e.Hints.ForNodes {
+						ep.nodes = append(ep.nodes, n.Name)
+					}
+				}
 				id := netip.AddrPortFrom(addr, ep.port)
 				if _, seen := byID[id]; !seen || ep.local {
 					byID[id] = ep
@@ -479,6 +490,42 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 		return netip.AddrPortFrom(out[i].addr, out[i].port).Compare(netip.AddrPortFrom(out[j].addr, out[j].port)) < 0
 	})
 	return out, problems
+}
+
+// byHints narrows the endpoints by their topology hints, with upstream's
+// all-or-nothing rule, level by level: if every ready endpoint is hinted
+// for some node and one for this node, to those hinted for this node (the
+// Service's trafficDistribution PreferSameNode); else, by the same rule, to
+// those hinted for this node's zone (PreferSameZone, PreferClose);
+// otherwise the hints are ignored.
+func byHints(eps []endpoint, nodeName, zone string) []endpoint {
+	for _, level := range []struct {
+		hints func(endpoint) []string
+		want  string
+	}{
+		{func(ep endpoint) []string { return ep.nodes }, nodeName},
+		{func(ep endpoint) []string { return ep.zones }, zone},
+	} {
+		all, match := true, false
+		for _, ep := range eps {
+			if ep.ready {
+				h := level.hints(ep)
+				all = all && len(h) > 0
+				match = match || level.want != "" && slices.Contains(h, level.want)
+			}
+		}
+		if !all || !match {
+			continue
+		}
+		var out []endpoint
+		for _, ep := range eps {
+			if slices.Contains(level.hints(ep), level.want) {
+				out = append(out, ep)
+			}
+		}
+		return out
+	}
+	return eps
 }
 
 // local picks the endpoints on this node.

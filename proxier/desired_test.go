@@ -26,6 +26,7 @@ type ep struct {
 	ip                          string
 	ready, serving, terminating *bool
 	node                        string
+	zones, nodes                []string // topology hints
 }
 
 func slice(name string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
@@ -35,6 +36,15 @@ func slice(name string, ports []discovery.EndpointPort, eps ...ep) *discovery.En
 		d := discovery.Endpoint{Addresses: []string{e.ip}, Conditions: discovery.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
 		if e.node != "" {
 			d.NodeName = ptr.To(e.node)
+		}
+		if len(e.zones)+len(e.nodes) > 0 {
+			d.Hints = &discovery.EndpointHints{}
+			for _, z := range e.zones {
+				d.Hints.ForZones = append(d.Hints.ForZones, discovery.ForZone{Name: z})
+			}
+			for _, n := range e.nodes {
+				d.Hints.ForNodes = append(d.Hints.ForNodes, discovery.ForNode{Name: n})
+			}
 		}
 		s.Endpoints = append(s.Endpoints, d)
 	}
@@ -122,6 +132,7 @@ func TestDesiredState(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = ingress
 		return s
 	}
+	inZoneA := nodeAddrs{zone: "zone-a"}
 	proxyMode, otherMode := v1.LoadBalancerIPModeProxy, v1.LoadBalancerIPMode("Teleport")
 	mixedEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
 		ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"})}
@@ -322,6 +333,60 @@ set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.9,tcp:80,192.168.0.0/16
 set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
 node blocked from 198.51.100.9,tcp:80
 health check on 30271: 1 local endpoint`,
+		},
+		{
+			name:    "zone hints for every ready endpoint, some for this node's zone: those alone",
+			svc:     svc("10.96.0.80", port("", tcp, 80)),
+			nodeIPs: inZoneA,
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.1", ready: yes, zones: []string{"zone-a"}}, ep{ip: "10.244.0.2", ready: yes, zones: []string{"zone-b"}},
+				ep{ip: "10.244.0.3", ready: yes, zones: []string{"zone-b", "zone-a"}}, ep{ip: "10.244.0.4", ready: no})},
+			want: `vs 10.96.0.80:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.3:8080 w=1
+addr 10.96.0.80
+set KUBE-CLUSTER-IP 10.96.0.80,tcp:80
+set KUBE-IPVS-IPS 10.96.0.80`,
+		},
+		{
+			name:    "zone hints missing on one ready endpoint: all endpoints",
+			svc:     svc("10.96.0.81", port("", tcp, 80)),
+			nodeIPs: inZoneA,
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.1", ready: yes, zones: []string{"zone-a"}}, ep{ip: "10.244.0.2", ready: yes})},
+			want: `vs 10.96.0.81:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.2:8080 w=1
+addr 10.96.0.81
+set KUBE-CLUSTER-IP 10.96.0.81,tcp:80
+set KUBE-IPVS-IPS 10.96.0.81`,
+		},
+		{
+			name:    "zone hints, none for this node's zone (or a node without one): all endpoints",
+			svc:     svc("10.96.0.82", port("", tcp, 80)),
+			nodeIPs: inZoneA,
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.1", ready: yes, zones: []string{"zone-b"}}, ep{ip: "10.244.0.2", ready: yes, zones: []string{"zone-c"}})},
+			want: `vs 10.96.0.82:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+  rs 10.244.0.2:8080 w=1
+addr 10.96.0.82
+set KUBE-CLUSTER-IP 10.96.0.82,tcp:80
+set KUBE-IPVS-IPS 10.96.0.82`,
+		},
+		{
+			name:    "node hints for every ready endpoint, some for this node: those, before the zone's",
+			svc:     svc("10.96.0.83", port("", tcp, 80)),
+			nodeIPs: inZoneA,
+			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
+				ep{ip: "10.244.0.1", ready: yes, node: "me", zones: []string{"zone-a"}, nodes: []string{"me"}},
+				ep{ip: "10.244.0.2", ready: yes, zones: []string{"zone-a"}, nodes: []string{"other"}})},
+			want: `vs 10.96.0.83:80/TCP rr
+  rs 10.244.0.1:8080 w=1
+addr 10.96.0.83
+set KUBE-CLUSTER-IP 10.96.0.83,tcp:80
+set KUBE-IPVS-IPS 10.96.0.83
+set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1`,
 		},
 		{
 			name: "NodePort without node addresses: the cluster IP alone",

@@ -20,24 +20,28 @@ type nodeAddrs struct {
 	// primary is the Node's primary IPv4 address: a load balancer's source
 	// ranges that hold it let the node reach the VIP.
 	primary netip.Addr
+	// zone is the Node's topology.kubernetes.io/zone label, for the
+	// endpoints' zone hints.
+	zone string
 }
 
 func (a nodeAddrs) has(ip netip.Addr) bool { return slices.Contains(a.all, ip) }
 
 func (a nodeAddrs) equal(b nodeAddrs) bool {
-	return slices.Equal(a.all, b.all) && slices.Equal(a.nodePort, b.nodePort) && a.primary == b.primary
+	return slices.Equal(a.all, b.all) && slices.Equal(a.nodePort, b.nodePort) && a.primary == b.primary && a.zone == b.zone
 }
 
-// nodeIPs tracks the node's addresses. The kernel's list is re-read at
-// every drift check and whenever the Node changes; a change recomputes the
-// Services that use node addresses (node ports, external IPs), and nothing
-// else.
+// nodeIPs tracks what desiredState needs of this node: its addresses, read
+// from the kernel at every drift check and whenever the Node changes, and
+// the Node's primary address and zone. A change recomputes the Services
+// that use them, and nothing else.
 type nodeIPs struct {
 	// primary is the Node's primary IPv4 address (for the "primary"
 	// keyword), written by the Node informer; changed says it changed
 	// since the sync goroutine last looked.
 	mu      sync.Mutex
 	primary netip.Addr
+	zone    string
 	changed bool
 
 	// current is the list in use, and read says it has been read once;
@@ -46,14 +50,15 @@ type nodeIPs struct {
 	read    bool
 }
 
-// setPrimary records the Node's primary address and reports whether it changed.
-func (n *nodeIPs) setPrimary(a netip.Addr) bool {
+// setNode records the Node's primary address and zone, and reports
+// whether either changed.
+func (n *nodeIPs) setNode(primary netip.Addr, zone string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if a == n.primary {
+	if primary == n.primary && zone == n.zone {
 		return false
 	}
-	n.primary, n.changed = a, true
+	n.primary, n.zone, n.changed = primary, zone, true
 	return true
 }
 
@@ -113,7 +118,7 @@ func (p *Proxier) refreshNodeIPs() {
 		return
 	}
 	p.nodeIPs.mu.Lock()
-	primary := p.nodeIPs.primary
+	primary, zone := p.nodeIPs.primary, p.nodeIPs.zone
 	p.nodeIPs.mu.Unlock()
 	if p.cfg.NodePortPrimary && !primary.IsValid() {
 		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no IPv4 address yet")
@@ -125,14 +130,20 @@ func (p *Proxier) refreshNodeIPs() {
 		}
 	}
 	next.nodePort = p.cfg.nodePortFilter(next.all, primary)
-	next.primary = primary
+	next.primary, next.zone = primary, zone
 	if next.equal(p.nodeIPs.current) {
 		return
 	}
-	p.log.Info("node addresses changed", zap.Stringers("from", p.nodeIPs.current.all), zap.Stringers("to", next.all),
-		zap.Stringers("nodePorts", next.nodePort))
+	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
+		zap.Stringer("primary", next.primary), zap.String("zone", next.zone))
+	if next.zone != p.nodeIPs.current.zone {
+		// Any Service's endpoints may carry zone hints; a node changes
+		// zone about never.
+		p.changeTracker.touch(func(*v1.Service) bool { return true })
+	} else {
+		p.changeTracker.touch(usesNodeAddrs)
+	}
 	p.nodeIPs.current = next
-	p.changeTracker.touch(usesNodeAddrs)
 }
 
 // usesNodeAddrs says whether svc's state depends on the node's addresses

@@ -560,7 +560,11 @@ func (p *Proxier) OnNodeChange(node *v1.Node) {
 		}
 	}
 	p.health.SetNodeEligible(eligible)
-	if p.nodeIPs.setPrimary(primaryIPv4(node)) {
+	zone := ""
+	if node != nil {
+		zone = node.Labels[v1.LabelTopologyZone]
+	}
+	if p.nodeIPs.setNode(primaryIPv4(node), zone) {
 		p.runner.Trigger()
 	}
 }
