@@ -47,7 +47,13 @@ func (p *Proxier) syncGlue() {
 		blocked = append(blocked, list...)
 	}
 	slices.SortFunc(blocked, func(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) })
-	if !p.glue.use(glueInput{inUse: p.rec.inUse(glueSets()), nodeBlocked: blocked}) {
+	inUse := map[string]bool{}
+	for _, s := range glueSets() {
+		if p.setsInUse[s] {
+			inUse[s] = true
+		}
+	}
+	if !p.glue.use(glueInput{inUse: inUse, nodeBlocked: blocked}) {
 		return
 	}
 	if _, err := p.glue.ensure(false); err != nil {

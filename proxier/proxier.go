@@ -90,7 +90,10 @@ type Proxier struct {
 	// nodeBlocked holds each Service's load-balancer VIP:ports the node
 	// may not reach, for the glue.
 	nodeBlocked map[types.NamespacedName][]ipset.Entry
-	nodeIPs     nodeIPs
+	// setsInUse are the ipsets some Service wants an entry in, as of the
+	// last record.
+	setsInUse map[string]bool
+	nodeIPs   nodeIPs
 	// healthChecks are the LoadBalancer health checks to serve, and
 	// svcHealth serves them; healthDirty says they changed, or a port
 	// could not be opened, since the server last took them.
@@ -390,7 +393,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	// from the tracker, so a kernel failure must not lose them. (The
 	// critical Services' are recorded again: their input may be newer than
 	// programCritical's, and an unchanged state writes nothing.)
-	p.rec.record(p.changes(inputs))
+	p.setsInUse = p.rec.record(p.changes(inputs))
 	var read *kernelRead
 	switch {
 	case first || (due && inline && !p.rec.checking()):
@@ -489,7 +492,7 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	if len(names) == 0 {
 		return setUp
 	}
-	p.rec.record(p.changes(critical))
+	p.setsInUse = p.rec.record(p.changes(critical))
 	// The glue is not read back here: that can wait for the first drift check.
 	if !setUp {
 		err := p.setupKernel(false)

@@ -146,25 +146,20 @@ type serviceChange struct {
 }
 
 // record takes what the changed Services want, writing nothing yet.
-func (r *reconciler) record(changes []serviceChange) {
+// It returns the sets some Service now wants an entry in.
+func (r *reconciler) record(changes []serviceChange) map[string]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range changes {
 		r.setService(c.name, c.state)
 	}
-}
-
-// inUse says which of the named sets some Service wants an entry in.
-func (r *reconciler) inUse(sets []string) map[string]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]bool, len(sets))
-	for _, s := range sets {
+	inUse := make(map[string]bool, len(r.setNames))
+	for _, s := range r.setNames {
 		if r.wantedCount[s] > 0 {
-			out[s] = true
+			inUse[s] = true
 		}
 	}
-	return out
+	return inUse
 }
 
 // sync writes the dirty objects of the first Services, then every dirty
