@@ -146,3 +146,13 @@ func eventually(t *testing.T, what string, timeout time.Duration, fn func() erro
 		t.Fatalf("%s: %v", what, err)
 	}
 }
+
+// expectClientSeen asks to once and requires pod to answer, seeing the
+// client's own address (not masqueraded).
+func expectClientSeen(t *testing.T, client *framework.Pod, to netip.AddrPort, pod string) {
+	t.Helper()
+	answer, err := client.Source(to, 2*time.Second)
+	if want := pod + " " + client.IP.String(); err != nil || answer != want {
+		t.Errorf("answer %q, %v; want %q: the client's address must reach the pod", answer, err, want)
+	}
+}

@@ -39,9 +39,7 @@ func TestLoadBalancer(t *testing.T) {
 
 	vip := ap("10.250.33.1:80")
 	waitAnswerSet(t, allowed.HTTP, vip, "lb-here", 8, 30*time.Second)
-	if answer, err := allowed.Source(vip, 2*time.Second); err != nil || answer != "lb-here "+allowed.IP.String() {
-		t.Errorf("answer %q, %v; want the pod on this node, seeing the client's address", answer, err)
-	}
+	expectClientSeen(t, allowed, vip, "lb-here")
 	if who, err := outside.HTTP(vip, 2*time.Second); err == nil {
 		t.Errorf("a client outside the source ranges was answered by %s", who)
 	}
