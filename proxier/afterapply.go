@@ -40,20 +40,24 @@ func (p *Proxier) syncHealthChecks() {
 }
 
 // syncGlue rewrites the iptables chains when a set they match on was
-// filled or emptied; a failure is retried like the kernel setup.
+// filled or emptied, or the VIPs blocked from the node changed; a failure
+// is retried like the kernel setup.
 func (p *Proxier) syncGlue() {
-	var blocked []ipset.Entry
-	for _, list := range p.nodeBlocked {
-		blocked = append(blocked, list...)
+	if p.blockedDirty {
+		p.blocked = nil // a new slice: the glue keeps the last one it was given
+		for _, list := range p.nodeBlocked {
+			p.blocked = append(p.blocked, list...)
+		}
+		slices.SortFunc(p.blocked, func(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) })
+		p.blockedDirty = false
 	}
-	slices.SortFunc(blocked, func(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) })
 	inUse := map[string]bool{}
 	for _, s := range glueSets() {
 		if p.setsInUse[s] {
 			inUse[s] = true
 		}
 	}
-	if !p.glue.use(glueInput{inUse: inUse, nodeBlocked: blocked}) {
+	if !p.glue.use(glueInput{inUse: inUse, nodeBlocked: p.blocked}) {
 		return
 	}
 	if _, err := p.glue.ensure(false); err != nil {

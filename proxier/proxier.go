@@ -28,7 +28,8 @@ type Kernel struct {
 	Links    dummyiface.Interface
 	Sets     ipset.Interface
 	IPTables iptables.Interface
-	// NodeAddrs lists the node's addresses, for NodePorts; nil for none.
+	// NodeAddrs lists the node's addresses, for NodePorts and external
+	// IPs; nil for none.
 	NodeAddrs nodeaddrs.Interface
 }
 
@@ -88,8 +89,11 @@ type Proxier struct {
 	// external traffic policy Local finds no endpoint on this node.
 	noLocal, noLocalExternal map[types.NamespacedName]bool
 	// nodeBlocked holds each Service's load-balancer VIP:ports the node
-	// may not reach, for the glue.
-	nodeBlocked map[types.NamespacedName][]ipset.Entry
+	// may not reach, for the glue; blocked is all of them, sorted, rebuilt
+	// when blockedDirty.
+	nodeBlocked  map[types.NamespacedName][]ipset.Entry
+	blocked      []ipset.Entry
+	blockedDirty bool
 	// setsInUse are the ipsets some Service wants an entry in, as of the
 	// last record.
 	setsInUse map[string]bool
@@ -452,6 +456,9 @@ func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
 		} else if _, ok := p.healthChecks[in.name]; ok {
 			delete(p.healthChecks, in.name)
 			p.healthDirty = true
+		}
+		if !slices.Equal(p.nodeBlocked[in.name], st.nodeBlocked) {
+			p.blockedDirty = true
 		}
 		if len(st.nodeBlocked) > 0 {
 			p.nodeBlocked[in.name] = st.nodeBlocked
