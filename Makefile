@@ -9,7 +9,7 @@ BIN        := bin
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build test unit e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean
+.PHONY: all build test unit e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -41,6 +41,13 @@ lint:
 
 unit: lint
 	$(GO) test -race -count=1 ./...
+	$(GO) test -run='^$$' -fuzz=FuzzDesiredState -fuzztime=10s ./proxier
+
+# desiredState under Go's fuzzer for longer (FUZZTIME); the corpus lives in
+# Go's cache, a failing input in proxier/testdata/fuzz (commit it with the fix).
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzDesiredState -fuzztime=$(FUZZTIME) ./proxier
 
 # The real-kernel suite: etcd + kube-apiserver on this machine's loopback, the
 # proxier and the tests inside a QEMU VM booting Debian's stock kernel.
