@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -49,19 +48,6 @@ type setEntry struct {
 
 func (e setEntry) String() string { return e.set + " " + e.entry.String() }
 
-// endpoint is one address:port of a Service port, merged over all its slices.
-type endpoint struct {
-	addr        netip.Addr
-	port        uint16
-	ready       bool
-	serving     bool
-	terminating bool
-	local       bool // on this node
-	// zones and nodes are the endpoint's topology hints (hints.forZones,
-	// hints.forNodes).
-	zones, nodes []string
-}
-
 // desiredState computes what svc needs in the kernel given its slices and
 // the node's addresses. The second result lists what was skipped and why
 // (bad input never stops the rest of the Service from being programmed).
@@ -78,28 +64,6 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	scheduler, problem := schedulerOf(svc, cfg.Scheduler)
 	if problem != "" {
 		problems = append(problems, problem)
-	}
-	virtualServer := func(addr netip.Addr, proto ipvs.Protocol, port uint16, eps []endpoint) virtualServerState {
-		vs := ipvs.VirtualServer{
-			Key:       ipvs.Key{Address: addr, Protocol: proto, Port: port},
-			Scheduler: scheduler,
-		}
-		if scheduler == "mh" {
-			vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
-		}
-		if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
-			vs.Flags |= ipvs.FlagPersistent
-			vs.Timeout = defaultStickyTimeout
-			if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-				vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
-			}
-		}
-		// Sized exactly: the reconciler keeps it for the Service's lifetime.
-		vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps))}
-		for _, ep := range eps {
-			vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
-		}
-		return vss
 	}
 	externalIPs, externalProblems := externalIPsOf(svc)
 	problems = append(problems, externalProblems...)
@@ -123,59 +87,20 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		problems = append(problems, epProblems...)
 		policy := policiesOf(svc, sp)
 		choice := categorize(eps, policy, cfg.NodeName, node.zone)
+		p := portState{serviceState: &st, svc: svc, scheduler: scheduler, proto: proto,
+			lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 
-		real, noLocal := choice.pick(policy.internalLocal)
+		internal, noLocal := choice.pick(policy.internalLocal)
 		st.noLocalEndpoints = st.noLocalEndpoints || noLocal
-		st.virtualServers = append(st.virtualServers, virtualServer(clusterIP, proto, uint16(sp.Port), real))
+		p.clusterIP(clusterIP, internal, eps)
 		scheduled = true
 
-		lower := strings.ToLower(string(proto))
-		st.entries = append(st.entries, setEntry{setClusterIP, ipset.Entry{IP: clusterIP, Protocol: lower, Port: uint16(sp.Port)}})
-		for _, ep := range eps {
-			if ep.local {
-				st.entries = append(st.entries, setEntry{setLoopBack, ipset.Entry{IP: ep.addr, Protocol: lower, Port: ep.port, IP2: ep.addr}})
-			}
-		}
-
-		// External IPs: traffic from outside, to an address the node
-		// takes as its own (bound to kube-ipvs0 unless it already is).
 		external, noLocal := choice.pick(policy.externalLocal)
-		for _, ip := range externalIPs {
+		if len(externalIPs)+len(lbIPs) > 0 {
 			st.noLocalExternal = st.noLocalExternal || noLocal
-			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, uint16(sp.Port), external))
-			set := setExternalIP
-			if policy.externalLocal {
-				set = setExternalIPLocal
-			}
-			st.entries = append(st.entries, setEntry{set, ipset.Entry{IP: ip, Protocol: lower, Port: uint16(sp.Port)}})
 		}
-
-		// Load-balancer ingress IPs: as external IPs, with their own sets,
-		// and the source ranges enforced in KUBE-SOURCE-RANGES-FIREWALL.
-		for _, ip := range lbIPs {
-			st.noLocalExternal = st.noLocalExternal || noLocal
-			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, uint16(sp.Port), external))
-			e := ipset.Entry{IP: ip, Protocol: lower, Port: uint16(sp.Port)}
-			st.entries = append(st.entries, setEntry{setLoadBalancer, e})
-			if policy.externalLocal {
-				st.entries = append(st.entries, setEntry{setLoadBalancerLocal, e})
-			}
-			if len(sourceRanges) == 0 {
-				continue
-			}
-			st.entries = append(st.entries, setEntry{setLoadBalancerFW, e})
-			fromNode := false
-			for _, cidr := range sourceRanges {
-				st.entries = append(st.entries, setEntry{setLoadBalancerSourceNet, ipset.Entry{IP: ip, Protocol: lower, Port: e.Port, Net: cidr}})
-				fromNode = fromNode || cidr.Contains(node.primary)
-			}
-			if fromNode {
-				// The node reaches the VIP from the VIP itself (bound here).
-				st.entries = append(st.entries, setEntry{setLoadBalancerSourceIP, ipset.Entry{IP: ip, Protocol: lower, Port: e.Port, IP2: ip}})
-			} else {
-				st.nodeBlocked = append(st.nodeBlocked, e)
-			}
-		}
+		p.externalIPs(externalIPs, external, policy.externalLocal)
+		p.loadBalancers(lbIPs, external, policy.externalLocal, sourceRanges, node.primary)
 
 		if sp.NodePort == 0 || len(node.nodePort) == 0 {
 			continue
@@ -184,26 +109,8 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			problems = append(problems, fmt.Sprintf("port %q: invalid nodePort %d; node port skipped", sp.Name, sp.NodePort))
 			continue
 		}
-		nodePort := uint16(sp.NodePort)
 		st.noLocalExternal = st.noLocalExternal || noLocal
-		sets := nodePortSets[proto]
-		for _, ip := range node.nodePort {
-			st.virtualServers = append(st.virtualServers, virtualServer(ip, proto, nodePort, external))
-			if proto == ipvs.SCTP {
-				// SCTP's sets are hash:ip,port: an entry per node address.
-				e := ipset.Entry{IP: ip, Protocol: lower, Port: nodePort}
-				st.entries = append(st.entries, setEntry{sets.all, e})
-				if policy.externalLocal {
-					st.entries = append(st.entries, setEntry{sets.local, e})
-				}
-			}
-		}
-		if proto != ipvs.SCTP {
-			st.entries = append(st.entries, setEntry{sets.all, ipset.Entry{Port: nodePort}})
-			if policy.externalLocal {
-				st.entries = append(st.entries, setEntry{sets.local, ipset.Entry{Port: nodePort}})
-			}
-		}
+		p.nodePorts(node.nodePort, uint16(sp.NodePort), external, policy.externalLocal)
 	}
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
 		if hc := svc.Spec.HealthCheckNodePort; hc <= 0 || hc > 65535 {
@@ -223,28 +130,120 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	return st, problems
 }
 
-// localReady counts the distinct addresses of svc's ready endpoints on
-// this node, over all its ports: what its health check reports.
-func localReady(svc *v1.Service, slices []*discovery.EndpointSlice, nodeName string) int {
-	var seen []netip.Addr
-	for i := range svc.Spec.Ports {
-		eps, _ := endpointsFor(&svc.Spec.Ports[i], slices, nodeName)
-		for _, ep := range eps {
-			if ep.local && ep.ready && !containsAddr(seen, ep.addr) {
-				seen = append(seen, ep.addr)
-			}
-		}
-	}
-	return len(seen)
+// portState adds one Service port's kernel objects to its serviceState.
+type portState struct {
+	*serviceState
+	svc       *v1.Service
+	scheduler string
+	proto     ipvs.Protocol
+	lower     string // the protocol as ipset entries name it
+	port      uint16
 }
 
-func containsAddr(list []netip.Addr, a netip.Addr) bool {
-	for _, b := range list {
-		if a == b {
-			return true
+// virtualServer adds a virtual server on addr:port with eps as real servers.
+func (p portState) virtualServer(addr netip.Addr, port uint16, eps []endpoint) {
+	vs := ipvs.VirtualServer{
+		Key:       ipvs.Key{Address: addr, Protocol: p.proto, Port: port},
+		Scheduler: p.scheduler,
+	}
+	if p.scheduler == "mh" {
+		vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
+	}
+	if p.svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		vs.Flags |= ipvs.FlagPersistent
+		vs.Timeout = defaultStickyTimeout
+		if c := p.svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
 		}
 	}
-	return false
+	// Sized exactly: the reconciler keeps it for the Service's lifetime.
+	vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps))}
+	for _, ep := range eps {
+		vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
+	}
+	p.virtualServers = append(p.virtualServers, vss)
+}
+
+func (p portState) entry(set string, e ipset.Entry) { p.entries = append(p.entries, setEntry{set, e}) }
+
+// vip is the entry naming addr and this port.
+func (p portState) vip(addr netip.Addr) ipset.Entry {
+	return ipset.Entry{IP: addr, Protocol: p.lower, Port: p.port}
+}
+
+// clusterIP adds the cluster IP's virtual server and entries, and the
+// hairpin entries of the endpoints on this node.
+func (p portState) clusterIP(ip netip.Addr, real, all []endpoint) {
+	p.virtualServer(ip, p.port, real)
+	p.entry(setClusterIP, p.vip(ip))
+	for _, ep := range all {
+		if ep.local {
+			p.entry(setLoopBack, ipset.Entry{IP: ep.addr, Protocol: p.lower, Port: ep.port, IP2: ep.addr})
+		}
+	}
+}
+
+// externalIPs adds a virtual server per external IP: traffic from outside
+// to an address the node takes as its own.
+func (p portState) externalIPs(ips []netip.Addr, real []endpoint, local bool) {
+	set := setExternalIP
+	if local {
+		set = setExternalIPLocal
+	}
+	for _, ip := range ips {
+		p.virtualServer(ip, p.port, real)
+		p.entry(set, p.vip(ip))
+	}
+}
+
+// loadBalancers adds a virtual server per ingress IP, with the source
+// ranges enforced in KUBE-SOURCE-RANGES-FIREWALL: the node itself passes
+// if a range holds its primary address, and is blocked otherwise.
+func (p portState) loadBalancers(ips []netip.Addr, real []endpoint, local bool, ranges []netip.Prefix, primary netip.Addr) {
+	for _, ip := range ips {
+		p.virtualServer(ip, p.port, real)
+		e := p.vip(ip)
+		p.entry(setLoadBalancer, e)
+		if local {
+			p.entry(setLoadBalancerLocal, e)
+		}
+		if len(ranges) == 0 {
+			continue
+		}
+		p.entry(setLoadBalancerFW, e)
+		fromNode := false
+		for _, cidr := range ranges {
+			p.entry(setLoadBalancerSourceNet, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, Net: cidr})
+			fromNode = fromNode || cidr.Contains(primary)
+		}
+		if fromNode {
+			// The node reaches the VIP from the VIP itself (bound here).
+			p.entry(setLoadBalancerSourceIP, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, IP2: ip})
+		} else {
+			p.nodeBlocked = append(p.nodeBlocked, e)
+		}
+	}
+}
+
+// nodePorts adds a virtual server per node address on nodePort, and the
+// port to its protocol's sets (hash:ip,port for SCTP: an entry per address).
+func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint, local bool) {
+	sets := nodePortSets[p.proto]
+	add := func(e ipset.Entry) {
+		p.entry(sets.all, e)
+		if local {
+			p.entry(sets.local, e)
+		}
+	}
+	for _, ip := range ips {
+		p.virtualServer(ip, nodePort, real)
+		if p.proto == ipvs.SCTP {
+			add(ipset.Entry{IP: ip, Protocol: p.lower, Port: nodePort})
+		}
+	}
+	if p.proto != ipvs.SCTP {
+		add(ipset.Entry{Port: nodePort})
+	}
 }
 
 // boundAddresses are the Service's addresses bound to kube-ipvs0: its
@@ -331,71 +330,6 @@ var nodePortSets = map[ipvs.Protocol]struct{ all, local string }{
 	ipvs.SCTP: {setNodePortSCTP, setNodePortLocalSCTP},
 }
 
-// policies are a Service port's traffic policies, and which kinds of
-// endpoint it uses, in upstream's terms.
-type policies struct {
-	internalLocal, externalLocal bool
-	usesCluster, usesLocal       bool
-}
-
-func policiesOf(svc *v1.Service, sp *v1.ServicePort) policies {
-	p := policies{
-		internalLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
-		externalLocal: externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
-	}
-	// A port reached from outside needs the cluster endpoints even with
-	// externalTrafficPolicy Local: its cluster IP does (upstream's rule).
-	external := sp.NodePort != 0 || len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0
-	p.usesCluster = !p.internalLocal || external
-	p.usesLocal = p.internalLocal || p.externalLocal && external
-	return p
-}
-
-// externallyAccessible says whether svc's type takes traffic from outside
-// the cluster.
-func externallyAccessible(svc *v1.Service) bool {
-	switch svc.Spec.Type {
-	case v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
-		return true
-	}
-	return len(svc.Spec.ExternalIPs) > 0
-}
-
-// endpointChoice is a port's endpoints sorted the way upstream's
-// CategorizeEndpoints sorts them.
-type endpointChoice struct {
-	cluster, local []endpoint
-	// any says some endpoint, here or elsewhere, can take traffic.
-	any bool
-}
-
-func categorize(eps []endpoint, p policies, nodeName, zone string) endpointChoice {
-	all := serving(eps)
-	c := endpointChoice{any: len(all) > 0}
-	if p.usesCluster {
-		c.cluster = serving(byHints(eps, nodeName, zone))
-	}
-	if p.usesLocal {
-		c.local = serving(local(eps))
-	}
-	return c
-}
-
-// pick returns the real servers of a virtual server whose traffic policy
-// is Local (onlyLocal) or Cluster. As upstream's IPVS mode does, a Local
-// one without local endpoints falls back to the cluster endpoints, which a
-// Service that uses no cluster endpoints has none of (traffic is dropped):
-// noLocal then says usable endpoints exist elsewhere.
-func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
-	if !onlyLocal {
-		return c.cluster, false
-	}
-	if len(c.local) > 0 {
-		return c.local, false
-	}
-	return c.cluster, c.any
-}
-
 // schedulerOf is the Service's scheduler: its annotation's, if it names one
 // kube-proxy knows, else the node's, with a problem saying why.
 func schedulerOf(svc *v1.Service, node string) (string, string) {
@@ -416,143 +350,4 @@ func programsClusterIP(svc *v1.Service) bool {
 		return false
 	}
 	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone
-}
-
-// endpointsFor collects the endpoints of one Service port over all slices,
-// which must be sorted by name.
-func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string) ([]endpoint, []string) {
-	var problems []string
-	byID := map[netip.AddrPort]*endpoint{}
-	for _, slice := range slices {
-		if slice.AddressType != discovery.AddressTypeIPv4 {
-			continue
-		}
-		for _, p := range slice.Ports {
-			name := ""
-			if p.Name != nil {
-				name = *p.Name
-			}
-			proto := v1.ProtocolTCP
-			if p.Protocol != nil {
-				proto = *p.Protocol
-			}
-			if name != sp.Name || proto != sp.Protocol {
-				continue
-			}
-			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
-				problems = append(problems, fmt.Sprintf("endpointslice %s port %q: invalid port; port skipped", slice.Name, name))
-				continue
-			}
-			for i := range slice.Endpoints {
-				e := &slice.Endpoints[i]
-				if len(e.Addresses) == 0 {
-					continue
-				}
-				addr, err := netip.ParseAddr(e.Addresses[0])
-				if err != nil || !addr.Is4() {
-					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not IPv4; endpoint skipped", slice.Name, e.Addresses[0]))
-					continue
-				}
-				// A nil condition means "unknown" and is taken as true, as the API documents.
-				ep := &endpoint{
-					addr:        addr,
-					port:        uint16(*p.Port),
-					ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
-					serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
-					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
-					local:       e.NodeName != nil && *e.NodeName == nodeName,
-				}
-				// The same address in several listings is one endpoint: the
-				// first listing wins unless a later one says the endpoint is
-				// on this node, as upstream — which meets the slices in map
-				// order, at random; we take them in name order, so the
-				// result is stable.
-				if e.Hints != nil {
-					for _, z := range e.Hints.ForZones {
-						ep.zones = append(ep.zones, z.Name)
-					}
-					for _, n := range e.Hints.ForNodes {
-						ep.nodes = append(ep.nodes, n.Name)
-					}
-				}
-				id := netip.AddrPortFrom(addr, ep.port)
-				if _, seen := byID[id]; !seen || ep.local {
-					byID[id] = ep
-				}
-			}
-		}
-	}
-	out := make([]endpoint, 0, len(byID))
-	for _, ep := range byID {
-		out = append(out, *ep)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return netip.AddrPortFrom(out[i].addr, out[i].port).Compare(netip.AddrPortFrom(out[j].addr, out[j].port)) < 0
-	})
-	return out, problems
-}
-
-// byHints narrows the endpoints by their topology hints, with upstream's
-// all-or-nothing rule, level by level: if every ready endpoint is hinted
-// for some node and one for this node, to those hinted for this node (the
-// Service's trafficDistribution PreferSameNode); else, by the same rule, to
-// those hinted for this node's zone (PreferSameZone, PreferClose);
-// otherwise the hints are ignored.
-func byHints(eps []endpoint, nodeName, zone string) []endpoint {
-	for _, level := range []struct {
-		hints func(endpoint) []string
-		want  string
-	}{
-		{func(ep endpoint) []string { return ep.nodes }, nodeName},
-		{func(ep endpoint) []string { return ep.zones }, zone},
-	} {
-		all, match := true, false
-		for _, ep := range eps {
-			if ep.ready {
-				h := level.hints(ep)
-				all = all && len(h) > 0
-				match = match || level.want != "" && slices.Contains(h, level.want)
-			}
-		}
-		if !all || !match {
-			continue
-		}
-		var out []endpoint
-		for _, ep := range eps {
-			if slices.Contains(level.hints(ep), level.want) {
-				out = append(out, ep)
-			}
-		}
-		return out
-	}
-	return eps
-}
-
-// local picks the endpoints on this node.
-func local(eps []endpoint) []endpoint {
-	var out []endpoint
-	for _, ep := range eps {
-		if ep.local {
-			out = append(out, ep)
-		}
-	}
-	return out
-}
-
-// serving picks the endpoints that get traffic: the ready ones, or, when
-// none is ready, the ones still serving while terminating.
-func serving(eps []endpoint) []endpoint {
-	var ready, fallback []endpoint
-	for _, ep := range eps {
-		switch {
-		case ep.ready:
-			ready = append(ready, ep)
-		case ep.serving && ep.terminating:
-			fallback = append(fallback, ep)
-		}
-	}
-	if len(ready) > 0 {
-		return ready
-	}
-	return fallback
 }

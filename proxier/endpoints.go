@@ -1,0 +1,255 @@
+package proxier
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// Which endpoints a virtual server gets, as upstream's CategorizeEndpoints
+// and IPVS syncEndpoint choose them.
+
+// endpoint is one address:port of a Service port, merged over all its slices.
+type endpoint struct {
+	addr        netip.Addr
+	port        uint16
+	ready       bool
+	serving     bool
+	terminating bool
+	local       bool // on this node
+	// zones and nodes are the endpoint's topology hints (hints.forZones,
+	// hints.forNodes).
+	zones, nodes []string
+}
+
+// policies are a Service port's traffic policies, and which kinds of
+// endpoint it uses, in upstream's terms.
+type policies struct {
+	internalLocal, externalLocal bool
+	usesCluster, usesLocal       bool
+}
+
+func policiesOf(svc *v1.Service, sp *v1.ServicePort) policies {
+	p := policies{
+		internalLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
+		externalLocal: externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
+	}
+	// A port reached from outside needs the cluster endpoints even with
+	// externalTrafficPolicy Local: its cluster IP does (upstream's rule).
+	external := sp.NodePort != 0 || len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0
+	p.usesCluster = !p.internalLocal || external
+	p.usesLocal = p.internalLocal || p.externalLocal && external
+	return p
+}
+
+// externallyAccessible says whether svc's type takes traffic from outside
+// the cluster.
+func externallyAccessible(svc *v1.Service) bool {
+	switch svc.Spec.Type {
+	case v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
+		return true
+	}
+	return len(svc.Spec.ExternalIPs) > 0
+}
+
+// endpointChoice is a port's endpoints sorted the way upstream's
+// CategorizeEndpoints sorts them.
+type endpointChoice struct {
+	cluster, local []endpoint
+	// any says some endpoint, here or elsewhere, can take traffic.
+	any bool
+}
+
+func categorize(eps []endpoint, p policies, nodeName, zone string) endpointChoice {
+	all := serving(eps)
+	c := endpointChoice{any: len(all) > 0}
+	if p.usesCluster {
+		c.cluster = serving(byHints(eps, nodeName, zone))
+	}
+	if p.usesLocal {
+		c.local = serving(local(eps))
+	}
+	return c
+}
+
+// pick returns the real servers of a virtual server whose traffic policy
+// is Local (onlyLocal) or Cluster. As upstream's IPVS mode does, a Local
+// one without local endpoints falls back to the cluster endpoints, which a
+// Service that uses no cluster endpoints has none of (traffic is dropped):
+// noLocal then says usable endpoints exist elsewhere.
+func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
+	if !onlyLocal {
+		return c.cluster, false
+	}
+	if len(c.local) > 0 {
+		return c.local, false
+	}
+	return c.cluster, c.any
+}
+
+// localReady counts the distinct addresses of svc's ready endpoints on
+// this node, over all its ports: what its health check reports.
+func localReady(svc *v1.Service, slices []*discovery.EndpointSlice, nodeName string) int {
+	var seen []netip.Addr
+	for i := range svc.Spec.Ports {
+		eps, _ := endpointsFor(&svc.Spec.Ports[i], slices, nodeName)
+		for _, ep := range eps {
+			if ep.local && ep.ready && !containsAddr(seen, ep.addr) {
+				seen = append(seen, ep.addr)
+			}
+		}
+	}
+	return len(seen)
+}
+
+func containsAddr(list []netip.Addr, a netip.Addr) bool {
+	for _, b := range list {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// endpointsFor collects the endpoints of one Service port over all slices,
+// which must be sorted by name.
+func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string) ([]endpoint, []string) {
+	var problems []string
+	byID := map[netip.AddrPort]*endpoint{}
+	for _, slice := range slices {
+		if slice.AddressType != discovery.AddressTypeIPv4 {
+			continue
+		}
+		for _, p := range slice.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			proto := v1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			if name != sp.Name || proto != sp.Protocol {
+				continue
+			}
+			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
+				problems = append(problems, fmt.Sprintf("endpointslice %s port %q: invalid port; port skipped", slice.Name, name))
+				continue
+			}
+			for i := range slice.Endpoints {
+				e := &slice.Endpoints[i]
+				if len(e.Addresses) == 0 {
+					continue
+				}
+				addr, err := netip.ParseAddr(e.Addresses[0])
+				if err != nil || !addr.Is4() {
+					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not IPv4; endpoint skipped", slice.Name, e.Addresses[0]))
+					continue
+				}
+				// A nil condition means "unknown" and is taken as true, as the API documents.
+				ep := &endpoint{
+					addr:        addr,
+					port:        uint16(*p.Port),
+					ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
+					serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
+					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+					local:       e.NodeName != nil && *e.NodeName == nodeName,
+				}
+				// The same address in several listings is one endpoint: the
+				// first listing wins unless a later one says the endpoint is
+				// on this node, as upstream — which meets the slices in map
+				// order, at random; we take them in name order, so the
+				// result is stable.
+				if e.Hints != nil {
+					for _, z := range e.Hints.ForZones {
+						ep.zones = append(ep.zones, z.Name)
+					}
+					for _, n := range e.Hints.ForNodes {
+						ep.nodes = append(ep.nodes, n.Name)
+					}
+				}
+				id := netip.AddrPortFrom(addr, ep.port)
+				if _, seen := byID[id]; !seen || ep.local {
+					byID[id] = ep
+				}
+			}
+		}
+	}
+	out := make([]endpoint, 0, len(byID))
+	for _, ep := range byID {
+		out = append(out, *ep)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return netip.AddrPortFrom(out[i].addr, out[i].port).Compare(netip.AddrPortFrom(out[j].addr, out[j].port)) < 0
+	})
+	return out, problems
+}
+
+// byHints narrows the endpoints by their topology hints, with upstream's
+// all-or-nothing rule, level by level: if every ready endpoint is hinted
+// for some node and one for this node, to those hinted for this node (the
+// Service's trafficDistribution PreferSameNode); else, by the same rule, to
+// those hinted for this node's zone (PreferSameZone, PreferClose);
+// otherwise the hints are ignored.
+func byHints(eps []endpoint, nodeName, zone string) []endpoint {
+	for _, level := range []struct {
+		hints func(endpoint) []string
+		want  string
+	}{
+		{func(ep endpoint) []string { return ep.nodes }, nodeName},
+		{func(ep endpoint) []string { return ep.zones }, zone},
+	} {
+		all, match := true, false
+		for _, ep := range eps {
+			if ep.ready {
+				h := level.hints(ep)
+				all = all && len(h) > 0
+				match = match || level.want != "" && slices.Contains(h, level.want)
+			}
+		}
+		if !all || !match {
+			continue
+		}
+		var out []endpoint
+		for _, ep := range eps {
+			if slices.Contains(level.hints(ep), level.want) {
+				out = append(out, ep)
+			}
+		}
+		return out
+	}
+	return eps
+}
+
+// local picks the endpoints on this node.
+func local(eps []endpoint) []endpoint {
+	var out []endpoint
+	for _, ep := range eps {
+		if ep.local {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// serving picks the endpoints that get traffic: the ready ones, or, when
+// none is ready, the ones still serving while terminating.
+func serving(eps []endpoint) []endpoint {
+	var ready, fallback []endpoint
+	for _, ep := range eps {
+		switch {
+		case ep.ready:
+			ready = append(ready, ep)
+		case ep.serving && ep.terminating:
+			fallback = append(fallback, ep)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return fallback
+}
