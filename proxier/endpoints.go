@@ -93,26 +93,17 @@ func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
 
 // localReady counts the distinct addresses of svc's ready endpoints on
 // this node, over all its ports: what its health check reports.
-func localReady(svc *v1.Service, slices []*discovery.EndpointSlice, nodeName string) int {
+func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string) int {
 	var seen []netip.Addr
 	for i := range svc.Spec.Ports {
-		eps, _ := endpointsFor(&svc.Spec.Ports[i], slices, nodeName)
+		eps, _ := endpointsFor(&svc.Spec.Ports[i], sl, nodeName)
 		for _, ep := range eps {
-			if ep.local && ep.ready && !containsAddr(seen, ep.addr) {
+			if ep.local && ep.ready && !slices.Contains(seen, ep.addr) {
 				seen = append(seen, ep.addr)
 			}
 		}
 	}
 	return len(seen)
-}
-
-func containsAddr(list []netip.Addr, a netip.Addr) bool {
-	for _, b := range list {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }
 
 // endpointsFor collects the endpoints of one Service port over all slices,

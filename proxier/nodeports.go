@@ -120,9 +120,6 @@ func (p *Proxier) refreshNodeIPs() {
 	p.nodeIPs.mu.Lock()
 	primary, zone := p.nodeIPs.primary, p.nodeIPs.zone
 	p.nodeIPs.mu.Unlock()
-	if p.cfg.NodePortPrimary && !primary.IsValid() {
-		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no IPv4 address yet")
-	}
 	var next nodeAddrs
 	for _, a := range listed {
 		if a.Is4() { // IPv6 Services are not programmed yet
@@ -136,6 +133,9 @@ func (p *Proxier) refreshNodeIPs() {
 	}
 	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
 		zap.Stringer("primary", next.primary), zap.String("zone", next.zone))
+	if p.cfg.NodePortPrimary && !primary.IsValid() {
+		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no IPv4 address yet")
+	}
 	if next.zone != p.nodeIPs.current.zone {
 		// Any Service's endpoints may carry zone hints; a node changes
 		// zone about never.
