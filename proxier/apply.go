@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"fmt"
 	"iter"
 	"maps"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -282,7 +284,24 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 	}
 	write(ops)
 	dirty.settle(pending)
+	r.clearStaleFlows()
 	return errs
+}
+
+// clearStaleFlows deletes the conntrack entries of UDP flows whose real
+// server went, once IPVS no longer sends to it. A failure is reported and
+// not retried: such entries also end by timing out.
+func (r *reconciler) clearStaleFlows() {
+	if len(r.staleFlows) == 0 || r.conntrack == nil {
+		r.staleFlows = nil
+		return
+	}
+	n, err := r.conntrack.Clear(r.staleFlows)
+	r.conntrackCleared += n
+	if err != nil {
+		r.conntrackErr = fmt.Errorf("delete conntrack entries of %d UDP virtual servers: %w", len(r.staleFlows), err)
+	}
+	r.staleFlows = nil
 }
 
 // opOK and opFailed record the outcome of an IPVS write in its object's
@@ -353,6 +372,9 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		ops = append(ops, ipvs.Op{Kind: kind, VS: want.vs, RS: rs})
 	}
 	haveRS := have.real
+	// Removing a UDP real server while others serve leaves conntrack
+	// entries answered by it (see package conntrack).
+	staleUDP := false
 	wantedRS := make(map[netip.AddrPort]bool, len(want.real))
 	for _, rs := range want.real {
 		id := rs.ID()
@@ -378,6 +400,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		if k.Protocol != ipvs.TCP {
 			// Datagram protocols have no connection end to wait for.
 			rsOp(ipvs.DeleteRS, cur)
+			staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(want.real) > 0)
 			continue
 		}
 		if cur.Weight != 0 {
@@ -388,6 +411,9 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 			r.draining[k] = map[netip.AddrPort]bool{}
 		}
 		r.draining[k][id] = true
+	}
+	if staleUDP {
+		r.staleFlows = append(r.staleFlows, conntrack.Stale{VIP: netip.AddrPortFrom(k.Address, k.Port), Keep: slices.Collect(maps.Keys(wantedRS))})
 	}
 	// A real server that failed and is now neither wanted nor present
 	// needs nothing more.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
@@ -31,12 +32,15 @@ type Kernel struct {
 	// NodeAddrs lists the node's addresses, for NodePorts and external
 	// IPs; nil for none.
 	NodeAddrs nodeaddrs.Interface
+	// Conntrack deletes the entries of UDP flows to removed real servers;
+	// nil leaves them to time out.
+	Conntrack conntrack.Interface
 }
 
 // NewKernel opens the kernel tables over netlink, and iptables through its
 // binaries. It loads no module and sets no sysctl.
 func NewKernel() (Kernel, error) {
-	k := Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName), NodeAddrs: nodeaddrs.NewNetlink(dummyiface.DefaultLinkName)}
+	k := Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName), NodeAddrs: nodeaddrs.NewNetlink(dummyiface.DefaultLinkName), Conntrack: conntrack.Netlink{}}
 	var err error
 	if k.IPVS, err = ipvs.NewNetlink(); err != nil {
 		return k, err
@@ -140,6 +144,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	}
 	p.glue = &glue{ipt: k.IPTables, cfg: &p.cfg}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded, cfg.SyncPeriod)
+	p.rec.conntrack = k.Conntrack
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	critical := newChangeTracker(nil)
@@ -325,6 +330,10 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(done.ops))
+	p.metrics.ConntrackDeleted.Add(float64(done.conntrackCleared))
+	if done.conntrackErr != nil {
+		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.conntrackErr))
+	}
 	failed := p.reportObjects(out)
 	retry := earliest(out.retryAt, p.setupStatus.nextRetry())
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -56,6 +57,14 @@ type reconciler struct {
 	// connections end (graceful termination).
 	draining map[ipvs.Key]map[netip.AddrPort]bool
 
+	// conntrack deletes the entries of UDP flows to removed real servers;
+	// staleFlows are those an apply found, conntrackCleared and
+	// conntrackErr what deleting them did since the last takeWork.
+	conntrack        conntrack.Interface
+	staleFlows       []conntrack.Stale
+	conntrackCleared int
+	conntrackErr     error
+
 	// adoptSlice is how many keys adopt compares between pauses.
 	adoptSlice int
 	// dumpsMax is the most virtual servers whose real servers one drift
@@ -89,11 +98,15 @@ type reconciler struct {
 type work struct {
 	ops   int
 	times applyTimes
+	// conntrackCleared entries of stale UDP flows were deleted;
+	// conntrackErr says why some could not be.
+	conntrackCleared int
+	conntrackErr     error
 }
 
 func (r *reconciler) takeWork() work {
-	w := work{r.ops, r.applied}
-	r.ops, r.applied = 0, applyTimes{}
+	w := work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr}
+	r.ops, r.applied, r.conntrackCleared, r.conntrackErr = 0, applyTimes{}, 0, nil
 	return w
 }
 

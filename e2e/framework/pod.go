@@ -159,11 +159,22 @@ func (p *Pod) Get(to netip.AddrPort, path string, timeout time.Duration) (string
 
 // UDP sends one datagram from a new socket and returns the answering pod's name.
 func (p *Pod) UDP(to netip.AddrPort, timeout time.Duration) (string, error) {
-	c, err := p.dial("udp", to, timeout)
+	c, err := p.UDPSocket(to)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
+	return Ask(c, timeout)
+}
+
+// UDPSocket opens a UDP socket to `to` whose datagrams all leave from the
+// same source port: one flow, as a resolver's.
+func (p *Pod) UDPSocket(to netip.AddrPort) (net.Conn, error) {
+	return p.dial("udp", to, time.Second)
+}
+
+// Ask sends one datagram on c and returns the answering pod's name.
+func Ask(c net.Conn, timeout time.Duration) (string, error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write([]byte("who")); err != nil {
 		return "", err
