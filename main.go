@@ -54,6 +54,10 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-sync-period", Value: 30 * time.Second, Usage: "how often a full sync re-reads the kernel and repairs drift (> 0)"},
 		&cli.DurationFlag{Name: "ipvs-min-sync-period", Value: time.Second, Usage: "minimum time between syncs; 0 syncs on every change"},
 		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "CIDRs whose virtual servers are never deleted"},
+		&cli.BoolFlag{Name: "ipvs-strict-arp", Usage: "set arp_ignore=1 and arp_announce=2 on all links, so kube-ipvs0's addresses are never claimed on the node's network"},
+		&cli.DurationFlag{Name: "ipvs-tcp-timeout", Usage: "IPVS timeout of idle established TCP connections; 0 leaves the kernel's (900s)"},
+		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", Usage: "IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's (120s)"},
+		&cli.DurationFlag{Name: "ipvs-udp-timeout", Usage: "IPVS timeout of UDP flows; 0 leaves the kernel's (300s)"},
 		&cli.StringSliceFlag{Name: "nodeport-addresses",
 			Usage: "CIDRs of the node addresses NodePorts are served on, or 'primary' for the Node's primary address (default: every address)"},
 		&cli.StringFlag{Name: "cluster-cidr", Usage: "pod CIDR(s), comma separated; traffic to cluster IPs from outside them is masqueraded"},
@@ -200,9 +204,28 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags(c.String("master"), c.String("kubeconfig"))
 }
 
+// kernelSettings are the node-wide IPVS settings made once at start-up.
+type kernelSettings struct {
+	strictARP bool
+	timeouts  ipvs.Timeouts
+}
+
+func kernelConfig(c *cli.Context) (kernelSettings, error) {
+	k := kernelSettings{strictARP: c.Bool("ipvs-strict-arp"), timeouts: ipvs.Timeouts{
+		TCP: c.Duration("ipvs-tcp-timeout"), TCPFin: c.Duration("ipvs-tcpfin-timeout"), UDP: c.Duration("ipvs-udp-timeout")}}
+	for name, d := range map[string]time.Duration{"ipvs-tcp-timeout": k.timeouts.TCP, "ipvs-tcpfin-timeout": k.timeouts.TCPFin, "ipvs-udp-timeout": k.timeouts.UDP} {
+		if d < 0 {
+			return k, fmt.Errorf("--%s=%s: must be 0 or more", name, d)
+		}
+	}
+	return k, nil
+}
+
 // openKernel opens every kernel table, loading modules first where modprobe
-// exists (in a container it usually does not, and the host must have them).
-func openKernel(log *zap.Logger) (proxier.Kernel, error) {
+// exists (in a container it usually does not, and the host must have them),
+// and makes the node-wide settings. A timeout the kernel refuses is logged,
+// not fatal, as upstream: the proxier works with the kernel's own.
+func openKernel(log *zap.Logger, settings kernelSettings) (proxier.Kernel, error) {
 	for _, m := range []string{"ip_vs", "ip_set", "dummy"} {
 		// A loaded (or built-in) module is in /sys/module: no process to
 		// start, which costs ~0.15 s each in the emulated test VM.
@@ -217,8 +240,11 @@ func openKernel(log *zap.Logger) (proxier.Kernel, error) {
 	if err != nil {
 		return k, err
 	}
-	if err := ipvs.ApplySysctls(ipvs.Sysctls()); err != nil {
+	if err := ipvs.ApplySysctls(ipvs.Sysctls(settings.strictARP)); err != nil {
 		return k, err
+	}
+	if err := ipvs.SetTimeouts(settings.timeouts); err != nil {
+		log.Error("IPVS timeouts not set; the kernel's stay", zap.Error(err))
 	}
 	return k, nil
 }
@@ -277,6 +303,10 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	settings, err := kernelConfig(c)
+	if err != nil {
+		return err
+	}
 	cfg.AfterFirstSync = afterFirstSync
 	log, err := newLogger(c.Int("v"))
 	if err != nil {
@@ -310,7 +340,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	kernel, err := openKernel(log)
+	kernel, err := openKernel(log, settings)
 	if err != nil {
 		return fmt.Errorf("cannot run in IPVS mode: %w", err)
 	}

@@ -26,8 +26,10 @@ var (
 )
 
 // proxierFlags keep the suite quick: a 5 s drift check instead of 30 s, and
-// syncs right after a change.
-var proxierFlags = []string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms"}
+// syncs right after a change. The node-wide settings are set to values the
+// kernel does not default to, which TestKernelSettings checks.
+var proxierFlags = []string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms",
+	"--ipvs-strict-arp", "--ipvs-tcp-timeout", "1000s", "--ipvs-tcpfin-timeout", "100s", "--ipvs-udp-timeout", "200s"}
 
 func TestMain(m *testing.M) {
 	var err error

@@ -14,13 +14,20 @@ import (
 // kube-proxy sets them: connection tracking for IPVS packets (so iptables
 // masquerading sees them), quick expiry of connections to removed real
 // servers, and forwarding. conn_reuse_mode=0 avoids 1 s delays on kernels
-// before 5.9 only; later kernels fixed that and need the default.
-func Sysctls() map[string]string {
+// before 5.9 only; later kernels fixed that and need the default. With
+// strictARP (--ipvs-strict-arp) the node answers ARP only for addresses of
+// the asking link and announces only those, so the VIPs bound to kube-ipvs0
+// are never claimed on the node's network (MetalLB's L2 mode needs this).
+func Sysctls(strictARP bool) map[string]string {
 	s := map[string]string{
 		"net/ipv4/vs/conntrack":                 "1",
 		"net/ipv4/vs/expire_nodest_conn":        "1",
 		"net/ipv4/vs/expire_quiescent_template": "1",
 		"net/ipv4/ip_forward":                   "1",
+	}
+	if strictARP {
+		s["net/ipv4/conf/all/arp_ignore"] = "1"
+		s["net/ipv4/conf/all/arp_announce"] = "2"
 	}
 	if kernelBefore(5, 9) {
 		s["net/ipv4/vs/conn_reuse_mode"] = "0"

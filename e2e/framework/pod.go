@@ -34,8 +34,13 @@ func sh(args ...string) error {
 	return nil
 }
 
+// Gateway is every pod's next hop, a link-local address the root namespace
+// answers for on each pod's link, as Calico does: a pod never ARPs for a
+// Service or node address itself, so --ipvs-strict-arp leaves it working.
+const Gateway = "169.254.1.1"
+
 // StartPod creates the pod. Addresses are /32 routes through the root
-// namespace (proxy ARP, no bridge), like a routed CNI plugin.
+// namespace (no bridge), like a routed CNI plugin.
 func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
 	b := ip.As4()
 	p := &Pod{Name: name, IP: ip, ns: "pod-" + name, host: fmt.Sprintf("kv%02x%02x%02x", b[1], b[2], b[3])}
@@ -45,9 +50,7 @@ func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
 		{"ip", "-n", p.ns, "link", "set", "lo", "up"},
 		{"ip", "-n", p.ns, "addr", "add", ip.String() + "/32", "dev", "eth0"},
 		{"ip", "-n", p.ns, "link", "set", "eth0", "up"},
-		{"ip", "-n", p.ns, "route", "add", "default", "dev", "eth0"},
 		{"ip", "link", "set", p.host, "up"},
-		{"sysctl", "-qw", "net.ipv4.conf." + p.host + ".proxy_arp=1"},
 		{"ip", "route", "add", ip.String() + "/32", "dev", p.host},
 	}
 	for _, s := range steps {
@@ -55,6 +58,19 @@ func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
 			p.Delete()
 			return nil, err
 		}
+	}
+	mac, err := os.ReadFile("/sys/class/net/" + p.host + "/address")
+	if err == nil {
+		err = p.IPCommand("neigh", "add", Gateway, "lladdr", strings.TrimSpace(string(mac)), "dev", "eth0", "nud", "permanent")
+	}
+	for _, s := range [][]string{{"route", "add", Gateway, "dev", "eth0", "scope", "link"}, {"route", "add", "default", "via", Gateway, "dev", "eth0"}} {
+		if err == nil {
+			err = p.IPCommand(s...)
+		}
+	}
+	if err != nil {
+		p.Delete()
+		return nil, err
 	}
 	if !serve {
 		return p, nil
@@ -88,6 +104,11 @@ func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
 		return nil, fmt.Errorf("pod %s: echo server not ready after 30s", name)
 	}
 	return p, nil
+}
+
+// IPCommand runs the ip command in the pod's namespace: IPCommand("route", "show").
+func (p *Pod) IPCommand(args ...string) error {
+	return sh(append([]string{"ip", "-n", p.ns}, args...)...)
 }
 
 // Delete stops the server and removes the namespace and links.
