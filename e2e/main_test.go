@@ -29,7 +29,11 @@ var (
 // syncs right after a change. The node-wide settings are set to values the
 // kernel does not default to, which TestKernelSettings checks.
 var proxierFlags = []string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms",
-	"--ipvs-strict-arp", "--ipvs-tcp-timeout", "1000s", "--ipvs-tcpfin-timeout", "100s", "--ipvs-udp-timeout", "200s"}
+	"--ipvs-strict-arp", "--ipvs-tcp-timeout", "1000s", "--ipvs-tcpfin-timeout", "100s", "--ipvs-udp-timeout", "200s",
+	"--ipvs-exclude-cidrs", excludedCIDR}
+
+// excludedCIDR holds kernel objects that are not the proxier's (TestExcludedCIDRsLeftAlone).
+const excludedCIDR = "10.250.99.0/24"
 
 func TestMain(m *testing.M) {
 	var err error

@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -52,7 +53,7 @@ func (r *reconciler) adopt(v *kernelView) (map[ipvs.Key]bool, error) {
 		}
 	}
 
-	for _, k := range r.addr.drifted(v.addr, sameMember, nil, pause) {
+	for _, k := range r.addr.drifted(v.addr, sameMember, r.notOurAddress, pause) {
 		_, present := v.addr[k]
 		r.addr.take(k, struct{}{}, present)
 	}
@@ -104,6 +105,16 @@ func (r *reconciler) ours(k ipvs.Key) bool {
 	}
 	_, wanted := r.vs.want[k]
 	return wanted
+}
+
+// notOurAddress says an address on kube-ipvs0 is someone else's: inside
+// --ipvs-exclude-cidrs and wanted by no Service. Upstream unbinds those.
+func (r *reconciler) notOurAddress(a netip.Addr) bool {
+	if !r.excluded(a) {
+		return false
+	}
+	_, wanted := r.addr.want[a]
+	return !wanted
 }
 
 // reading is one virtual server as reread found it.

@@ -237,6 +237,8 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 	_ = k.ipvs.AddVirtualServer(stray)
 	_ = k.ipvs.AddVirtualServer(protected)
 	_ = k.sets.AddEntry(setClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
+	_ = k.links.AddAddress(netip.MustParseAddr("10.96.9.9"))
+	_ = k.links.AddAddress(netip.MustParseAddr("10.0.0.5")) // someone else's, on kube-ipvs0
 	k.ops()
 
 	// An incremental apply trusts its picture of the kernel and sees nothing to do.
@@ -248,7 +250,7 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 	mustRefresh(t, r)
 	expectOps(t, k,
 		"add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "add-addr 10.96.0.1",
-		"delete-vs 10.96.9.9:53/UDP", "delete-entry KUBE-CLUSTER-IP 10.96.9.9,udp:53")
+		"delete-vs 10.96.9.9:53/UDP", "delete-entry KUBE-CLUSTER-IP 10.96.9.9,udp:53", "delete-addr 10.96.9.9")
 }
 
 func TestReconcilerRetriesFailedWrites(t *testing.T) {
