@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"bufio"
+	"fmt"
+	"net/netip"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -12,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 )
 
 // vsConnections reads the cumulative connection counter of a virtual server;
@@ -161,5 +166,51 @@ func TestLinkDeletedBehindOurBack(t *testing.T) {
 	waitAnswerSet(t, client.HTTP, vip, "link-a", 2, 12*time.Second)
 	if !hasAddress(t, vip.Addr()) || !hasAddress(t, mustAddr("10.96.0.1")) {
 		t.Fatal("VIPs not re-bound on the re-created kube-ipvs0")
+	}
+}
+
+// TestFlushedTablesRepaired: another program flushes the nat and filter
+// tables and deletes their chains (as a firewall reload does), and destroys
+// one of our sets. The next drift checks write our chains and the set back,
+// entries included: a NodePort client outside the node is masqueraded
+// again. Serial: it briefly breaks every Service's iptables rules.
+func TestFlushedTablesRepaired(t *testing.T) {
+	ourProxier(t)
+	const ns = "flush"
+	mustNamespace(t, ns)
+	a := mustPod(t, "flush-a", "10.244.36.1", true)
+	client := mustPod(t, "flush-client", "192.168.36.2", false)
+	svc, slice := nodePortService(ns, "10.96.36.10", v1.ServiceExternalTrafficPolicyCluster, 30184, 30155, a)
+	mustApply(t, svc, slice)
+	to := netip.AddrPortFrom(nodeAddress(t), 30184)
+	waitAnswerSet(t, client.HTTP, to, "flush-a", 2, 30*time.Second)
+	chains := ourIPTables(t)
+	entry := ipset.Entry{IP: mustAddr("10.96.36.10"), Protocol: "tcp", Port: 80}
+
+	for _, cmd := range [][]string{
+		{"iptables", "-t", "nat", "-F"}, {"iptables", "-t", "nat", "-X"},
+		{"iptables", "-t", "filter", "-F"}, {"iptables", "-t", "filter", "-X"},
+		{"ipset", "destroy", "KUBE-CLUSTER-IP"},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+	}
+	// The sync period is 5 s; allow two of them.
+	eventually(t, "chains and set repaired", 12*time.Second, func() error {
+		if got := ourIPTables(t); got != chains {
+			return fmt.Errorf("our chains differ:\n%s", got)
+		}
+		if !hasEntry(t, "KUBE-CLUSTER-IP", entry) {
+			return fmt.Errorf("KUBE-CLUSTER-IP lacks %v", entry)
+		}
+		return nil
+	})
+	answer, err := client.Source(to, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(answer, " "+client.IP.String()) {
+		t.Errorf("NodePort traffic not masqueraded after the repair: %q", answer)
 	}
 }
