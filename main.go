@@ -61,6 +61,9 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "nodeport-addresses",
 			Usage: "CIDRs of the node addresses NodePorts are served on, or 'primary' for the Node's primary address (default: every address)"},
 		&cli.StringFlag{Name: "cluster-cidr", Usage: "pod CIDR(s), comma separated; traffic to cluster IPs from outside them is masqueraded"},
+		&cli.StringFlag{Name: "detect-local-mode", Usage: "how pods' own traffic is told apart, exempt from masquerading: ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix"},
+		&cli.StringFlag{Name: "pod-bridge-interface", Usage: "the pods' bridge, with --detect-local-mode=BridgeInterface"},
+		&cli.StringFlag{Name: "pod-interface-name-prefix", Usage: "the prefix of pods' interface names, with --detect-local-mode=InterfaceNamePrefix"},
 		&cli.BoolFlag{Name: "masquerade-all", Usage: "masquerade all traffic sent to cluster IPs"},
 		&cli.IntFlag{Name: "iptables-masquerade-bit", Value: 14, Usage: "fwmark bit marking packets for SNAT [0, 31]"},
 		&cli.StringFlag{Name: "healthz-bind-address", Value: "0.0.0.0:10256", Usage: "address:port of the health server; empty disables"},
@@ -128,6 +131,9 @@ func config(c *cli.Context) (proxier.Config, error) {
 	if cfg.ClusterCIDRs, err = parsePrefixes([]string{c.String("cluster-cidr")}); err != nil {
 		return cfg, fmt.Errorf("--cluster-cidr: %w", err)
 	}
+	if err := detectLocal(c, &cfg); err != nil {
+		return cfg, err
+	}
 	if cfg.ExcludeCIDRs, err = parsePrefixes(c.StringSlice("ipvs-exclude-cidrs")); err != nil {
 		return cfg, fmt.Errorf("--ipvs-exclude-cidrs: %w", err)
 	}
@@ -156,6 +162,28 @@ func config(c *cli.Context) (proxier.Config, error) {
 	_, err = os.Stat("/proc/net/if_inet6")
 	cfg.IPv6Capable = err == nil
 	return cfg, nil
+}
+
+// detectLocal reads --detect-local-mode and the interface it needs.
+func detectLocal(c *cli.Context, cfg *proxier.Config) error {
+	cfg.DetectLocal = c.String("detect-local-mode")
+	need := ""
+	switch cfg.DetectLocal {
+	case "", proxier.DetectClusterCIDR, proxier.DetectNodeCIDR:
+	case proxier.DetectBridgeInterface:
+		need = "pod-bridge-interface"
+	case proxier.DetectInterfaceNamePrefix:
+		need = "pod-interface-name-prefix"
+	default:
+		return fmt.Errorf("--detect-local-mode=%q: unknown mode (one of %s, %s, %s, %s)", cfg.DetectLocal,
+			proxier.DetectClusterCIDR, proxier.DetectNodeCIDR, proxier.DetectBridgeInterface, proxier.DetectInterfaceNamePrefix)
+	}
+	if need != "" {
+		if cfg.LocalInterface = c.String(need); cfg.LocalInterface == "" {
+			return fmt.Errorf("--detect-local-mode=%s needs --%s", cfg.DetectLocal, need)
+		}
+	}
+	return nil
 }
 
 // parseNodePortAddresses reads --nodeport-addresses: CIDRs, and the

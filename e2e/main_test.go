@@ -28,9 +28,13 @@ var (
 // proxierFlags keep the suite quick: a 5 s drift check instead of 30 s, and
 // syncs right after a change. The node-wide settings are set to values the
 // kernel does not default to, which TestKernelSettings checks.
-var proxierFlags = []string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms",
+var proxierFlags = append([]string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms",
 	"--ipvs-strict-arp", "--ipvs-tcp-timeout", "1000s", "--ipvs-tcpfin-timeout", "100s", "--ipvs-udp-timeout", "200s",
-	"--ipvs-exclude-cidrs", excludedCIDR}
+	"--ipvs-exclude-cidrs", excludedCIDR}, ruleFlags...)
+
+// ruleFlags change the iptables rules; upstream gets them too in the oracle.
+// Pods' links are named kv…, outside hosts' kx… (framework.StartPod).
+var ruleFlags = []string{"--detect-local-mode", "InterfaceNamePrefix", "--pod-interface-name-prefix", framework.PodLinkPrefix}
 
 // excludedCIDR holds kernel objects that are not the proxier's (TestExcludedCIDRsLeftAlone).
 const excludedCIDR = "10.250.99.0/24"

@@ -189,7 +189,7 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 	}
 
 	start := time.Now()
-	up, err := framework.StartUpstream(env, "kube-proxy-upstream")
+	up, err := framework.StartUpstream(env, "kube-proxy-upstream", ruleFlags...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,23 @@ func (p *Proxier) syncHealthChecks() {
 	}
 }
 
+// syncGlueAhead writes the rules of sets about to get their first entries
+// before the apply writes those entries and their virtual servers. A
+// connection whose first packet comes before its rule keeps the conntrack
+// entry that packet made: a pod reaching itself through a Service whose
+// loop-back rule came a moment late was never masqueraded. Rules of sets
+// that empty go after the apply, in syncGlue.
+func (p *Proxier) syncGlueAhead() {
+	in, grew := p.glue.grow(p.setsInUse)
+	if !grew || !p.glue.use(in) {
+		return
+	}
+	if _, err := p.glue.ensure(false); err != nil {
+		p.metrics.IPTablesRestoreFailures.Inc()
+		p.recordSetup(err)
+	}
+}
+
 // syncGlue rewrites the iptables chains when a set they match on was
 // filled or emptied, or the VIPs blocked from the node changed; a failure
 // is retried like the kernel setup.
@@ -57,7 +74,7 @@ func (p *Proxier) syncGlue() {
 			inUse[s] = true
 		}
 	}
-	if !p.glue.use(glueInput{inUse: inUse, nodeBlocked: p.blocked}) {
+	if !p.glue.use(glueInput{inUse: inUse, nodeBlocked: p.blocked, podCIDR: p.nodeIPs.current.podCIDR}) {
 		return
 	}
 	if _, err := p.glue.ensure(false); err != nil {

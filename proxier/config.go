@@ -22,7 +22,14 @@ type Config struct {
 	SyncPeriod    time.Duration // forced full sync (drift check)
 	MinSyncPeriod time.Duration // rate limit between syncs
 	ClusterCIDRs  []netip.Prefix
-	MasqueradeAll bool
+	// DetectLocal (--detect-local-mode) is how traffic from this node's
+	// pods is told apart: it reaches cluster IPs unmasqueraded, all other
+	// traffic is masqueraded. LocalInterface is the bridge
+	// (DetectBridgeInterface) or the interface name prefix
+	// (DetectInterfaceNamePrefix).
+	DetectLocal    string
+	LocalInterface string
+	MasqueradeAll  bool
 	MasqueradeBit int
 	ExcludeCIDRs  []netip.Prefix
 	// NodePortAddresses (--nodeport-addresses) limits the node addresses
@@ -39,6 +46,39 @@ type Config struct {
 	// AfterFirstSync, if set, is called once, on a goroutine of its own,
 	// when the first sync has succeeded.
 	AfterFirstSync func()
+}
+
+// The --detect-local-mode values; empty means DetectClusterCIDR.
+const (
+	DetectClusterCIDR         = "ClusterCIDR"         // source within --cluster-cidr
+	DetectNodeCIDR            = "NodeCIDR"            // source within the Node's pod CIDR
+	DetectBridgeInterface     = "BridgeInterface"     // in through --pod-bridge-interface
+	DetectInterfaceNamePrefix = "InterfaceNamePrefix" // in through --pod-interface-name-prefix*
+)
+
+// notLocal is the iptables match for traffic not from this node's pods, as
+// upstream's local traffic detector writes it; empty when it cannot tell
+// (no cluster CIDR, or no pod CIDR on the Node yet). Only the first IPv4
+// cluster CIDR counts, as upstream: a match per CIDR would send every
+// packet to the masquerade mark through one rule or the other.
+func (c *Config) notLocal(podCIDR netip.Prefix) string {
+	switch c.DetectLocal {
+	case DetectNodeCIDR:
+		if podCIDR.IsValid() {
+			return "! -s " + podCIDR.String()
+		}
+	case DetectBridgeInterface:
+		return "! -i " + c.LocalInterface
+	case DetectInterfaceNamePrefix:
+		return "! -i " + c.LocalInterface + "+"
+	default:
+		for _, p := range c.ClusterCIDRs {
+			if p.Addr().Is4() {
+				return "! -s " + p.String()
+			}
+		}
+	}
+	return ""
 }
 
 func (c *Config) excluded(a netip.Addr) bool {

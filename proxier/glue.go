@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -83,10 +84,12 @@ type glueInput struct {
 	// nodeBlocked are the load-balancer VIP:ports the node may not reach
 	// (their source ranges leave it out), sorted.
 	nodeBlocked []ipset.Entry
+	// podCIDR is the Node's IPv4 pod CIDR (--detect-local-mode=NodeCIDR).
+	podCIDR netip.Prefix
 }
 
 func (a glueInput) equal(b glueInput) bool {
-	return maps.Equal(a.inUse, b.inUse) && slices.Equal(a.nodeBlocked, b.nodeBlocked)
+	return maps.Equal(a.inUse, b.inUse) && slices.Equal(a.nodeBlocked, b.nodeBlocked) && a.podCIDR == b.podCIDR
 }
 
 // gluePayload renders our chains for iptables-restore, rule for rule as
@@ -135,22 +138,16 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 	w("-A KUBE-POSTROUTING -m mark ! --mark %s -j RETURN", markMask)
 	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
 	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	var clusterCIDRs []string
-	for _, cidr := range cfg.ClusterCIDRs {
-		if cidr.Addr().Is4() {
-			clusterCIDRs = append(clusterCIDRs, cidr.String())
-		}
-	}
+	notLocal := cfg.notLocal(in.podCIDR)
 	switch {
 	case !inUse[setClusterIP]:
 	case cfg.MasqueradeAll:
 		w("-A KUBE-SERVICES %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
-	case len(clusterCIDRs) > 0:
-		for _, cidr := range clusterCIDRs {
-			w("-A KUBE-SERVICES ! -s %s %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", cidr, masqComment, setClusterIP)
-		}
+	case notLocal != "":
+		w("-A KUBE-SERVICES %s %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", notLocal, masqComment, setClusterIP)
 	default:
-		// Without a pod CIDR, only replies from a service address are masqueraded (upstream's rule).
+		// Without a way to tell pods' traffic, only node traffic from a
+		// service address is masqueraded (upstream's rule).
 		w("-A KUBE-SERVICES %s -m set --match-set %s src,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
 	}
 	// External IPs: masqueraded with policy Cluster, and accepted from
@@ -276,6 +273,29 @@ func (g *glue) use(in glueInput) bool {
 	changed := !in.equal(g.in)
 	g.in, g.known = in, true
 	return changed
+}
+
+// grow returns what the chains depend on with the glueSets in inUse added,
+// and whether that added any; nothing before use is first called.
+func (g *glue) grow(inUse map[string]bool) (glueInput, bool) {
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	next, grew := g.in, false
+	if !g.known {
+		return next, false
+	}
+	for _, s := range glueSets() {
+		if inUse[s] && !next.inUse[s] {
+			if !grew {
+				next.inUse = maps.Clone(next.inUse)
+				if next.inUse == nil {
+					next.inUse = map[string]bool{}
+				}
+			}
+			next.inUse[s], grew = true, true
+		}
+	}
+	return next, grew
 }
 
 // guessing says whether use has not been called yet.

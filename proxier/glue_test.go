@@ -5,25 +5,47 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 )
 
 func TestGlueMasqueradeRules(t *testing.T) {
 	const masq = `-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP`
+	cidrs := []netip.Prefix{netip.MustParsePrefix("fd00::/64"), netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}
+	podCIDR := netip.MustParsePrefix("10.244.3.0/24")
+	notLocal := func(match string) string {
+		return "-A KUBE-SERVICES " + match + " " + masq + " dst,dst -j KUBE-MARK-MASQ"
+	}
+	fromVIP := "-A KUBE-SERVICES " + masq + " src,dst -j KUBE-MARK-MASQ"
 	for _, c := range []struct {
-		name string
-		cfg  Config
-		want string
+		name    string
+		cfg     Config
+		podCIDR netip.Prefix
+		want    string
 	}{
-		{"default", Config{MasqueradeBit: 14}, "-A KUBE-SERVICES " + masq + " src,dst -j KUBE-MARK-MASQ"},
-		{"masquerade-all", Config{MasqueradeBit: 14, MasqueradeAll: true}, "-A KUBE-SERVICES " + masq + " dst,dst -j KUBE-MARK-MASQ"},
-		{"cluster-cidr", Config{MasqueradeBit: 14, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
-			"-A KUBE-SERVICES ! -s 10.244.0.0/16 " + masq + " dst,dst -j KUBE-MARK-MASQ"},
-		{"other mark bit", Config{MasqueradeBit: 5}, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
+		{"default", Config{MasqueradeBit: 14}, podCIDR, fromVIP},
+		{"masquerade-all", Config{MasqueradeBit: 14, MasqueradeAll: true, ClusterCIDRs: cidrs}, podCIDR, "-A KUBE-SERVICES " + masq + " dst,dst -j KUBE-MARK-MASQ"},
+		// The first IPv4 CIDR alone: a rule per CIDR would mark everything.
+		{"cluster-cidr", Config{MasqueradeBit: 14, ClusterCIDRs: cidrs}, podCIDR, notLocal("! -s 10.244.0.0/16")},
+		{"ClusterCIDR mode", Config{MasqueradeBit: 14, ClusterCIDRs: cidrs, DetectLocal: DetectClusterCIDR}, podCIDR, notLocal("! -s 10.244.0.0/16")},
+		{"NodeCIDR", Config{MasqueradeBit: 14, ClusterCIDRs: cidrs, DetectLocal: DetectNodeCIDR}, podCIDR, notLocal("! -s 10.244.3.0/24")},
+		{"NodeCIDR before the Node has one", Config{MasqueradeBit: 14, ClusterCIDRs: cidrs, DetectLocal: DetectNodeCIDR}, netip.Prefix{}, fromVIP},
+		{"BridgeInterface", Config{MasqueradeBit: 14, DetectLocal: DetectBridgeInterface, LocalInterface: "cbr0"}, podCIDR, notLocal("! -i cbr0")},
+		{"InterfaceNamePrefix", Config{MasqueradeBit: 14, DetectLocal: DetectInterfaceNamePrefix, LocalInterface: "veth"}, podCIDR, notLocal("! -i veth+")},
+		{"other mark bit", Config{MasqueradeBit: 5}, podCIDR, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			payload := string(gluePayload(&c.cfg, nil, glueInput{inUse: map[string]bool{setClusterIP: true}}))
+			payload := string(gluePayload(&c.cfg, nil, glueInput{inUse: map[string]bool{setClusterIP: true}, podCIDR: c.podCIDR}))
 			if !strings.Contains(payload, c.want+"\n") {
 				t.Errorf("missing %q in\n%s", c.want, payload)
 			}
@@ -185,5 +207,48 @@ func TestGlueRestoresOnlyWhatDiffers(t *testing.T) {
 			t.Fatalf("after %q the glue left\n%s\nwant\n%s", edit, after, before)
 		}
 		ensure(true, restores+1, false)
+	}
+}
+
+// rulesAtWrite is the IPVS fake, noting whether the iptables fake held a
+// rule when the first real server was added.
+type rulesAtWrite struct {
+	*ipvs.Fake
+	ipt        *iptables.Fake
+	rule       string
+	hadRule    bool
+	sawAddedRS bool
+}
+
+func (w *rulesAtWrite) Write(ops []ipvs.Op) []error {
+	for _, op := range ops {
+		if op.Kind == ipvs.AddRS && !w.sawAddedRS {
+			saved, _ := w.ipt.Save()
+			w.sawAddedRS, w.hadRule = true, strings.Contains(string(saved), w.rule)
+		}
+	}
+	return w.Fake.Write(ops)
+}
+
+// TestGlueRulesComeBeforeTheirObjects: the hairpin rule for a node's first
+// local endpoint is in iptables before its real server answers: a first
+// connection made in between would keep its unmasqueraded conntrack entry.
+func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
+	ipt := &iptables.Fake{}
+	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt, rule: "--match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE"}
+	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
+		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	if saved, _ := ipt.Save(); strings.Contains(string(saved), v.rule) {
+		t.Fatal("hairpin rule without a local endpoint")
+	}
+	p.OnEndpointSliceAdd(slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.5", ready: yes, node: "me"}))
+	p.SyncNow()
+	if !v.sawAddedRS || !v.hadRule {
+		t.Errorf("real server added %v, with the hairpin rule already in place %v", v.sawAddedRS, v.hadRule)
 	}
 }

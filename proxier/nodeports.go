@@ -9,7 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// nodeAddrs is what desiredState needs of the node's own addresses.
+// nodeAddrs is what a sync needs of this node: its addresses, zone and pod
+// CIDR.
 type nodeAddrs struct {
 	// all are the node's IPv4 addresses (every link but kube-ipvs0, no
 	// loopback): an external IP among them is not bound to kube-ipvs0.
@@ -23,12 +24,19 @@ type nodeAddrs struct {
 	// zone is the Node's topology.kubernetes.io/zone label, for the
 	// endpoints' zone hints.
 	zone string
+	// podCIDR is the Node's first IPv4 pod CIDR, for
+	// --detect-local-mode=NodeCIDR.
+	podCIDR netip.Prefix
 }
 
 func (a nodeAddrs) has(ip netip.Addr) bool { return slices.Contains(a.all, ip) }
 
 func (a nodeAddrs) equal(b nodeAddrs) bool {
-	return slices.Equal(a.all, b.all) && slices.Equal(a.nodePort, b.nodePort) && a.primary == b.primary && a.zone == b.zone
+	return a.sameAddresses(b) && a.zone == b.zone && a.podCIDR == b.podCIDR
+}
+
+func (a nodeAddrs) sameAddresses(b nodeAddrs) bool {
+	return slices.Equal(a.all, b.all) && slices.Equal(a.nodePort, b.nodePort) && a.primary == b.primary
 }
 
 // nodeIPs tracks what desiredState needs of this node: its addresses, read
@@ -40,8 +48,7 @@ type nodeIPs struct {
 	// keyword), written by the Node informer; changed says it changed
 	// since the sync goroutine last looked.
 	mu      sync.Mutex
-	primary netip.Addr
-	zone    string
+	node    nodeFacts
 	changed bool
 
 	// current is the list in use, and read says it has been read once;
@@ -50,15 +57,39 @@ type nodeIPs struct {
 	read    bool
 }
 
-// setNode records the Node's primary address and zone, and reports
-// whether either changed.
-func (n *nodeIPs) setNode(primary netip.Addr, zone string) bool {
+// nodeFacts are what the Node object says of this node.
+type nodeFacts struct {
+	primary netip.Addr
+	zone    string
+	podCIDR netip.Prefix
+}
+
+func factsOf(node *v1.Node) nodeFacts {
+	if node == nil {
+		return nodeFacts{}
+	}
+	f := nodeFacts{primary: primaryIPv4(node), zone: node.Labels[v1.LabelTopologyZone]}
+	cidrs := node.Spec.PodCIDRs
+	if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
+		cidrs = []string{node.Spec.PodCIDR}
+	}
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
+			f.podCIDR = p.Masked()
+			break
+		}
+	}
+	return f
+}
+
+// setNode records what the Node says, and reports whether it changed.
+func (n *nodeIPs) setNode(f nodeFacts) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if primary == n.primary && zone == n.zone {
+	if f == n.node {
 		return false
 	}
-	n.primary, n.zone, n.changed = primary, zone, true
+	n.node, n.changed = f, true
 	return true
 }
 
@@ -118,7 +149,7 @@ func (p *Proxier) refreshNodeIPs() {
 		return
 	}
 	p.nodeIPs.mu.Lock()
-	primary, zone := p.nodeIPs.primary, p.nodeIPs.zone
+	node := p.nodeIPs.node
 	p.nodeIPs.mu.Unlock()
 	var next nodeAddrs
 	for _, a := range listed {
@@ -126,21 +157,26 @@ func (p *Proxier) refreshNodeIPs() {
 			next.all = append(next.all, a)
 		}
 	}
-	next.nodePort = p.cfg.nodePortFilter(next.all, primary)
-	next.primary, next.zone = primary, zone
-	if next.equal(p.nodeIPs.current) {
+	next.nodePort = p.cfg.nodePortFilter(next.all, node.primary)
+	next.primary, next.zone, next.podCIDR = node.primary, node.zone, node.podCIDR
+	cur := p.nodeIPs.current
+	if next.equal(cur) {
 		return
 	}
 	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
-		zap.Stringer("primary", next.primary), zap.String("zone", next.zone))
-	if p.cfg.NodePortPrimary && !primary.IsValid() {
+		zap.Stringer("primary", next.primary), zap.String("zone", next.zone), zap.Stringer("podCIDR", next.podCIDR))
+	if p.cfg.NodePortPrimary && !node.primary.IsValid() {
 		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no IPv4 address yet")
 	}
-	if next.zone != p.nodeIPs.current.zone {
+	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR.IsValid() {
+		p.log.Warn("--detect-local-mode=NodeCIDR but the Node has no IPv4 pod CIDR yet; until it has, cluster-IP traffic is masqueraded as without a cluster CIDR")
+	}
+	switch {
+	case next.zone != cur.zone:
 		// Any Service's endpoints may carry zone hints; a node changes
 		// zone about never.
 		p.changeTracker.touch(func(*v1.Service) bool { return true })
-	} else {
+	case !next.sameAddresses(cur):
 		p.changeTracker.touch(usesNodeAddrs)
 	}
 	p.nodeIPs.current = next

@@ -121,3 +121,43 @@ func TestNodePortFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeCIDRFollowsTheNode: with --detect-local-mode=NodeCIDR, cluster-IP
+// traffic is masqueraded as without a pod CIDR until the Node has one, and
+// from then on unless it comes from that CIDR; no Service is recomputed.
+func TestNodeCIDRFollowsTheNode(t *testing.T) {
+	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	ipt := &iptables.Fake{}
+	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14, DetectLocal: DetectNodeCIDR},
+		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt, NodeAddrs: &nodeaddrs.Fake{}},
+		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	masqRule := func() string {
+		saved, _ := ipt.Save()
+		for _, l := range strings.Split(string(saved), "\n") {
+			if strings.Contains(l, "KUBE-CLUSTER-IP") && strings.HasSuffix(l, "-j KUBE-MARK-MASQ") {
+				return l
+			}
+		}
+		return ""
+	}
+	if r := masqRule(); !strings.Contains(r, "src,dst") {
+		t.Fatalf("without a pod CIDR: %q, want the service-address rule", r)
+	}
+	k.ops()
+
+	node := &v1.Node{}
+	node.Name = "me"
+	node.Spec.PodCIDRs = []string{"fd00:1::/64", "10.244.3.0/24"}
+	p.OnNodeChange(node)
+	p.SyncNow()
+	if r := masqRule(); !strings.Contains(r, "! -s 10.244.3.0/24") || !strings.Contains(r, "dst,dst") {
+		t.Errorf("with pod CIDR 10.244.3.0/24: %q", r)
+	}
+	if ops := k.ops(); len(ops) != 0 {
+		t.Errorf("a pod CIDR change wrote kernel objects: %v", ops)
+	}
+}

@@ -439,6 +439,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
+	p.syncGlueAhead()
 	p.rec.sync(p.cfg.CriticalServices, read)
 	p.syncGlue()
 	p.syncHealthChecks()
@@ -579,11 +580,7 @@ func (p *Proxier) OnNodeChange(node *v1.Node) {
 		}
 	}
 	p.health.SetNodeEligible(eligible)
-	zone := ""
-	if node != nil {
-		zone = node.Labels[v1.LabelTopologyZone]
-	}
-	if p.nodeIPs.setNode(primaryIPv4(node), zone) {
+	if p.nodeIPs.setNode(factsOf(node)) {
 		p.runner.Trigger()
 	}
 }

@@ -34,6 +34,17 @@ func sh(args ...string) error {
 	return nil
 }
 
+// PodCIDR holds the addresses of pods; other namespaces stand for hosts
+// outside the cluster. Their links in the root namespace are named
+// PodLinkPrefix… and HostPrefix…, so that --detect-local-mode=
+// InterfaceNamePrefix tells them apart.
+var PodCIDR = netip.MustParsePrefix("10.244.0.0/16")
+
+const (
+	PodLinkPrefix = "kv"
+	HostPrefix    = "kx"
+)
+
 // Gateway is every pod's next hop, a link-local address the root namespace
 // answers for on each pod's link, as Calico does: a pod never ARPs for a
 // Service or node address itself, so --ipvs-strict-arp leaves it working.
@@ -43,7 +54,11 @@ const Gateway = "169.254.1.1"
 // namespace (no bridge), like a routed CNI plugin.
 func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
 	b := ip.As4()
-	p := &Pod{Name: name, IP: ip, ns: "pod-" + name, host: fmt.Sprintf("kv%02x%02x%02x", b[1], b[2], b[3])}
+	prefix := HostPrefix // outside the cluster
+	if PodCIDR.Contains(ip) {
+		prefix = PodLinkPrefix
+	}
+	p := &Pod{Name: name, IP: ip, ns: "pod-" + name, host: fmt.Sprintf("%s%02x%02x%02x", prefix, b[1], b[2], b[3])}
 	steps := [][]string{
 		{"ip", "netns", "add", p.ns},
 		{"ip", "link", "add", p.host, "type", "veth", "peer", "name", "eth0", "netns", p.ns},
