@@ -30,8 +30,8 @@ type Config struct {
 	DetectLocal    string
 	LocalInterface string
 	MasqueradeAll  bool
-	MasqueradeBit int
-	ExcludeCIDRs  []netip.Prefix
+	MasqueradeBit  int
+	ExcludeCIDRs   []netip.Prefix
 	// NodePortAddresses (--nodeport-addresses) limits the node addresses
 	// NodePorts are served on to these CIDRs, and to the Node's primary
 	// address with NodePortPrimary; neither means every address.
