@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -169,9 +170,20 @@ const changeSpacing = 2100 * time.Millisecond
 
 var extraServiceBase = netip.MustParseAddr("10.96.250.0")
 
-func (s *session) hasVS(key ipvs.Key) bool {
+// takesNew says whether virtual server key would take a new connection: it
+// exists with a real server of weight above 0. A deleted Service's virtual
+// server may stay while its connections drain (ours does), at weight 0, as
+// hasReal counts a removed endpoint gone at weight 0.
+func (s *session) takesNew(key ipvs.Key) bool {
 	_, ok, err := s.k.ipvs.GetVirtualServer(key)
-	return ok || err != nil // an error proves nothing gone
+	if err != nil {
+		return true // an error proves nothing gone
+	}
+	if !ok {
+		return false
+	}
+	reals, err := s.k.ipvs.RealServers(key)
+	return err != nil || slices.ContainsFunc(reals, func(r ipvs.RealServer) bool { return r.Weight > 0 })
 }
 
 // changeFor cycles through five kinds of change: an endpoint added to and
@@ -229,11 +241,11 @@ func (s *session) changeFor(i int) change {
 				_, err = s.client.CoreV1().Services(namespace).Update(c, cur, metav1.UpdateOptions{})
 				return err
 			},
-			func() bool { return s.k.hasReal(at(81), extraEP) && !s.hasVS(at(80)) }}
+			func() bool { return s.k.hasReal(at(81), extraEP) && !s.takesNew(at(80)) }}
 	default:
 		return change{"service-delete",
 			func() error { return deleteService(s.client, namespace, name) },
-			func() bool { return !s.hasVS(at(81)) }}
+			func() bool { return !s.takesNew(at(81)) }}
 	}
 }
 

@@ -340,12 +340,18 @@ const opsPerWrite = 4096
 func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time) (_ []ipvs.Op, deferred bool) {
 	want, wanted := r.vs.want.get(k)
 	have, exists := r.vs.have[k]
+	drainsWhole := !wanted && exists && r.drainsWhole(k, have)
+	if drainsWhole {
+		want = virtualServerState{vs: have.vs} // no real server wanted
+	}
 	vsOp := ipvs.Op{VS: want.vs}
 	switch {
 	case !wanted && !exists:
 		r.vs.status.ok(k)
 		r.rsStatus.forget(k)
 		return ops, false
+	case drainsWhole:
+		r.vs.status.ok(k)
 	case !wanted:
 		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have.vs}
 	case !exists:
@@ -361,7 +367,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		}
 		ops = append(ops, vsOp)
 	}
-	if !wanted {
+	if !wanted && !drainsWhole {
 		return ops, false
 	}
 	rsOp := func(kind ipvs.OpKind, rs ipvs.RealServer) {

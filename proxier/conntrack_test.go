@@ -24,6 +24,7 @@ func (f *fakeConntrack) Clear(stale []conntrack.Stale) (int, error) {
 func udpState(vip string, reals ...string) serviceState {
 	st := state(vip, 53, reals...)
 	st.virtualServers[0].vs.Key.Protocol = ipvs.UDP
+	st.entries[0].entry.Protocol = "udp"
 	return st
 }
 

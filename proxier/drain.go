@@ -6,6 +6,16 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
+// endDrained ends the drain of the unwanted virtual servers whose real
+// servers are all gone, so that the next apply deletes them.
+func (r *reconciler) endDrained() {
+	for k := range r.drainingVS {
+		if h, ok := r.vs.have[k]; !ok || h.real.len() == 0 {
+			r.endDrain(k)
+		}
+	}
+}
+
 // drain deletes weight-0 real servers whose connections had ended when the
 // kernel was read, from the read's counters: no request per virtual server on
 // the sync goroutine. Virtual servers written during the read wait for the
@@ -32,6 +42,7 @@ func (r *reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 			delete(r.draining, k)
 		}
 	}
+	defer r.endDrained()
 	var errs []error
 	for i, err := range r.ipvs.Write(ops) {
 		k, id := ops[i].VS.Key, ops[i].RS.ID()

@@ -83,7 +83,12 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("no-op update queued %d+%d changes", svcs, eps)
 	}
 
+	// A deleted Service drains: weight 0 until a drift check sees no
+	// connection, then nothing is left.
 	p.OnServiceDelete(web)
+	p.SyncNow()
+	expectOps(t, k, "delete-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "update-rs 10.96.0.10:80/TCP 10.244.0.1:8080 weight=0")
+	p.needFull = true
 	p.SyncNow()
 	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
 		t.Fatalf("deleted service left state:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())

@@ -56,6 +56,9 @@ type reconciler struct {
 	// draining holds removed TCP real servers kept at weight 0 until their
 	// connections end (graceful termination).
 	draining map[ipvs.Key]map[netip.AddrPort]bool
+	// drainingVS are the TCP virtual servers no Service wants that are
+	// kept while their real servers drain (see drainvs.go).
+	drainingVS map[ipvs.Key]bool
 
 	// conntrack deletes the entries of UDP flows to removed real servers;
 	// staleFlows are those an apply found, conntrackCleared and
@@ -141,6 +144,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		entryCount:  map[string]int{},
 		wantedCount: map[string]int{},
 		draining:    map[ipvs.Key]map[netip.AddrPort]bool{},
+		drainingVS:  map[ipvs.Key]bool{},
 		now:         time.Now,
 
 		adoptSlice: 250,
@@ -185,6 +189,9 @@ func (r *reconciler) sync(first []types.NamespacedName, read *kernelRead) {
 	r.apply()
 	if read != nil {
 		r.drain(read.view, read.written)
+		if len(r.vs.dirty) > 0 {
+			r.apply() // virtual servers whose draining ended
+		}
 	}
 }
 
@@ -237,24 +244,21 @@ func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
 		r.addr.delete(a, name)
 	}
 	for _, e := range old.entries {
-		_, had := r.entry.want.get(e)
-		r.entry.delete(e, name)
-		if _, still := r.entry.want.get(e); had && !still {
-			r.wantedCount[e.set]--
-		}
+		r.unwantEntry(e, name)
 	}
 	for _, v := range st.virtualServers {
 		r.vs.update(v.vs.Key, name, v)
 		r.retryRealServersNow(v.vs.Key)
+		r.endDrain(v.vs.Key)
+	}
+	for _, v := range old.virtualServers {
+		r.startDrain(v.vs.Key)
 	}
 	for _, a := range st.addresses {
 		r.addr.update(a, name, struct{}{})
 	}
 	for _, e := range st.entries {
-		if _, already := r.entry.want.get(e); !already {
-			r.wantedCount[e.set]++
-		}
-		r.entry.update(e, name, struct{}{})
+		r.wantEntry(e, name)
 	}
 	if len(st.virtualServers) == 0 && len(st.addresses) == 0 && len(st.entries) == 0 {
 		delete(r.byService, name)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -203,11 +205,15 @@ func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k)
 
-	// Deleting a removes its virtual server, address and entries, nothing of b.
+	// Deleting a drains its virtual server: weight 0, its address kept;
+	// the next drift check, seeing no connection, removes the rest. Nothing
+	// of b is touched.
 	r.setService(name("a"), serviceState{})
 	mustApply(t, r)
-	expectOps(t, k, "delete-vs 10.96.0.1:80/TCP", "delete-addr 10.96.0.1",
-		"delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1")
+	expectOps(t, k, "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0")
+	mustRefresh(t, r)
+	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "delete-vs 10.96.0.1:80/TCP", "delete-addr 10.96.0.1",
+		"delete-entry KUBE-IPVS-IPS 10.96.0.1")
 	if got := k.ipvs.Dump(); got != "-A 10.96.0.2:80/TCP -s rr\n-a 10.96.0.2:80/TCP -r 10.244.0.2:8080 -w 1\n-a 10.96.0.2:80/TCP -r 10.244.0.3:8080 -w 1" {
 		t.Errorf("ipvs table:\n%s", got)
 	}
@@ -557,9 +563,11 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	}
 	mustApply(t, r)
 	expectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
-	// The next drift check deletes a's drained real server, and that is all.
+	// The next drift check deletes a's drained real server and the drained
+	// b, and that is all.
 	mustRefresh(t, r)
-	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	expectOps(t, k, "delete-addr 10.96.0.2", "delete-entry KUBE-IPVS-IPS 10.96.0.2", "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080",
+		"delete-rs 10.96.0.2:80/TCP 10.244.0.2:8080", "delete-vs 10.96.0.2:80/TCP")
 	want := strings.Join([]string{
 		"-A 10.96.0.1:80/TCP -s rr", "-A 10.96.0.3:80/TCP -s rr", "-A 10.96.0.4:80/TCP -s rr",
 		"-a 10.96.0.1:80/TCP -r 10.244.0.3:8080 -w 1", "-a 10.96.0.3:80/TCP -r 10.244.0.4:8080 -w 1",
@@ -613,10 +621,28 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	}
 	mustApply(t, r)
 	k.ops()
+	// The first drift check ends the deleted Services' drain: it deletes
+	// their objects and writes nothing else; the next writes nothing.
+	mustRefresh(t, r)
+	for _, op := range k.ops() {
+		vip := regexp.MustCompile(`10\.96\.0\.(\d+)`).FindStringSubmatch(op)
+		if !strings.HasPrefix(op, "delete-") || vip == nil || len(final[atoi(t, vip[1])].virtualServers) > 0 {
+			t.Errorf("drift check wrote %q: not the end of a deleted Service's drain", op)
+		}
+	}
 	mustRefresh(t, r)
 	expectOps(t, k)
 
 	expectKernelOf(t, k, final)
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {

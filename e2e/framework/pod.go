@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -221,4 +222,44 @@ func Ask(c net.Conn, timeout time.Duration) (string, error) {
 		return "", err
 	}
 	return string(buf[:n]), nil
+}
+
+// Conn is one TCP connection from a pod kept open across HTTP requests
+// (keep-alive): a long-lived connection through a Service.
+type Conn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// KeepAlive opens a long-lived connection to `to`.
+func (p *Pod) KeepAlive(to netip.AddrPort, timeout time.Duration) (*Conn, error) {
+	c, err := p.dial("tcp", to, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{c: c, r: bufio.NewReader(c)}, nil
+}
+
+// Get sends one request on the connection and returns the body.
+func (c *Conn) Get(path string, timeout time.Duration) (string, error) {
+	_ = c.c.SetDeadline(time.Now().Add(timeout))
+	if _, err := fmt.Fprintf(c.c, "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", path); err != nil {
+		return "", err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// Reset closes the connection with a RST: IPVS then forgets it within
+// seconds, where a graceful close would count in TIME_WAIT for two minutes.
+func (c *Conn) Reset() {
+	if tc, ok := c.c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.c.Close()
 }

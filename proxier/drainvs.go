@@ -1,0 +1,76 @@
+package proxier
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// A TCP virtual server that no Service wants any more (its Service was
+// deleted, or lost that port or address) drains like a removed real server
+// rather than going at once: its real servers go to weight 0, and it stays,
+// with its address on kube-ipvs0 and in KUBE-IPVS-IPS, until a drift check
+// sees their connections end. Upstream deletes it at once, which cuts every
+// long-lived connection through it. The reconciler holds the address and
+// the entry under an owner of its own, so the address and entry tables keep
+// them as they keep any wanted object.
+
+// drainOwner is the owner that holds a draining virtual server's address.
+func drainOwner(k ipvs.Key) types.NamespacedName {
+	return types.NamespacedName{Namespace: "(draining)", Name: k.String()}
+}
+
+func vipEntry(k ipvs.Key) setEntry { return setEntry{setIPVSIPs, ipset.Entry{IP: k.Address}} }
+
+// startDrain makes virtual server k drain if no Service wants it any more
+// and it has real servers to drain. setService calls it for each virtual
+// server a Service lets go.
+func (r *reconciler) startDrain(k ipvs.Key) {
+	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.drainingVS[k] {
+		return
+	}
+	if h, ok := r.vs.have[k]; !ok || h.real.len() == 0 {
+		return
+	}
+	r.drainingVS[k] = true
+	owner := drainOwner(k)
+	r.addr.update(k.Address, owner, struct{}{})
+	r.wantEntry(vipEntry(k), owner)
+}
+
+// endDrain lets k's address go and marks k dirty: wanted again, it is
+// programmed as such; still unwanted, the next apply deletes it.
+func (r *reconciler) endDrain(k ipvs.Key) {
+	if !r.drainingVS[k] {
+		return
+	}
+	delete(r.drainingVS, k)
+	owner := drainOwner(k)
+	r.addr.delete(k.Address, owner)
+	r.unwantEntry(vipEntry(k), owner)
+	r.vs.mark(k)
+}
+
+// drainsWhole says whether apply keeps unwanted virtual server k, held as
+// have, for its real servers to drain.
+func (r *reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
+	return r.drainingVS[k] && have.real.len() > 0
+}
+
+// wantEntry and unwantEntry record that owner wants set entry e, or no
+// longer does, keeping each set's count of wanted entries.
+func (r *reconciler) wantEntry(e setEntry, owner types.NamespacedName) {
+	if _, already := r.entry.want.get(e); !already {
+		r.wantedCount[e.set]++
+	}
+	r.entry.update(e, owner, struct{}{})
+}
+
+func (r *reconciler) unwantEntry(e setEntry, owner types.NamespacedName) {
+	_, had := r.entry.want.get(e)
+	r.entry.delete(e, owner)
+	if _, still := r.entry.want.get(e); had && !still {
+		r.wantedCount[e.set]--
+	}
+}
