@@ -13,8 +13,8 @@ import (
 )
 
 // TestSchedulerAnnotation: a Service's scheduler annotation sets its virtual
-// server's scheduler in the kernel, an edit to it changes the scheduler in
-// place, and an unknown value falls back to the node's scheduler with one
+// server's scheduler in the kernel, for each of kube-proxy's schedulers; an
+// edit to it changes the scheduler in place, and an unknown value falls back to the node's scheduler with one
 // InvalidService event while the Service keeps answering.
 func TestSchedulerAnnotation(t *testing.T) {
 	t.Parallel()
@@ -41,6 +41,18 @@ func TestSchedulerAnnotation(t *testing.T) {
 	wantScheduler("wlc")
 	waitAnswerSet(t, client.HTTP, vip, "sched-a", 4, 30*time.Second)
 
+	// Every scheduler kube-proxy accepts, in the kernel; mh hashes the
+	// source port too, as upstream.
+	for _, s := range proxier.Schedulers {
+		svc.Annotations[proxier.SchedulerAnnotation] = s
+		mustApply(t, svc)
+		wantScheduler(s)
+		vs, _, err := kernelIPVS(t).GetVirtualServer(key)
+		if port := vs.Flags&ipvs.FlagSchedPort != 0; err != nil || port != (s == "mh") {
+			t.Errorf("scheduler %s: source-port hashing flag %v (%v)", s, port, err)
+		}
+	}
+	waitAnswerSet(t, client.HTTP, vip, "sched-a", 2, 10*time.Second)
 	svc.Annotations[proxier.SchedulerAnnotation] = "sh"
 	mustApply(t, svc)
 	wantScheduler("sh")

@@ -7,11 +7,13 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// A TCP virtual server that no Service wants any more (its Service was
-// deleted, or lost that port or address) drains like a removed real server
-// rather than going at once: its real servers go to weight 0, and it stays,
-// with its address on kube-ipvs0 and in KUBE-IPVS-IPS, until a drift check
-// sees their connections end. Upstream deletes it at once, which cuts every
+// A TCP virtual server on a VIP (an address bound to kube-ipvs0) that no
+// Service wants any more (its Service was deleted, or lost that port or
+// address) drains like a removed real server rather than going at once: its
+// real servers go to weight 0, and it stays, with its address on kube-ipvs0
+// and in KUBE-IPVS-IPS, until a drift check sees their connections end.
+// Virtual servers on the node's own addresses (node ports, external IPs the
+// node has) go at once, as upstream: such an address may have left the node. Upstream deletes it at once, which cuts every
 // long-lived connection through it. The reconciler holds the address and
 // the entry under an owner of its own, so the address and entry tables keep
 // them as they keep any wanted object.
@@ -31,6 +33,9 @@ func (r *reconciler) startDrain(k ipvs.Key) {
 		return
 	}
 	if h, ok := r.vs.have[k]; !ok || h.real.len() == 0 {
+		return
+	}
+	if _, bound := r.addr.have[k.Address]; !bound {
 		return
 	}
 	r.drainingVS[k] = true

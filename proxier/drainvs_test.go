@@ -9,9 +9,10 @@ import (
 )
 
 // TestDeletedServiceDrains: a deleted TCP Service keeps its virtual server
-// and address while a connection lasts, then goes whole; a UDP one, or one
-// without real servers, goes at once; one re-created meanwhile is served
-// again as it was.
+// and address while a connection lasts, then goes whole; a UDP one, one
+// without real servers, or one on an address not bound to kube-ipvs0 (a
+// node port) goes at once; one re-created meanwhile is served again as it
+// was.
 func TestDeletedServiceDrains(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
@@ -20,9 +21,18 @@ func TestDeletedServiceDrains(t *testing.T) {
 	r.setService(name("web"), state("10.96.0.1", 80, pod.String()))
 	r.setService(name("dns"), udpState("10.96.0.2", "10.244.0.2:5353"))
 	r.setService(name("empty"), state("10.96.0.3", 80))
+	nodePort := state("10.96.0.4", 80, "10.244.0.4:8080")
+	nodePort.virtualServers = append(nodePort.virtualServers, virtualServerState{
+		vs:   ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.2.15"), Protocol: ipvs.TCP, Port: 30080}, Scheduler: "rr"},
+		real: []ipvs.RealServer{{Address: netip.MustParseAddr("10.244.0.4"), Port: 8080, Weight: 1}},
+	})
+	r.setService(name("np"), nodePort)
 	mustApply(t, r)
-	k.ipvs.SetConnections(web, pod, 1, 0)
 	k.ops()
+	k.ipvs.SetConnections(web, pod, 1, 0)
+	r.setService(name("np"), state("10.96.0.4", 80, "10.244.0.4:8080"))
+	mustApply(t, r)
+	expectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
 
 	for _, n := range []string{"web", "dns", "empty"} {
 		r.setService(name(n), serviceState{})
@@ -57,7 +67,7 @@ func TestDeletedServiceDrains(t *testing.T) {
 	mustRefresh(t, r)
 	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
 		"delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "delete-vs 10.96.0.1:80/TCP", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0")
-	if len(r.drainingVS) != 0 || k.links.Dump() != "" {
+	if len(r.drainingVS) != 0 || k.links.Dump() != "10.96.0.4" {
 		t.Errorf("left draining %v, addresses %q", r.drainingVS, k.links.Dump())
 	}
 }
