@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -90,5 +91,62 @@ func TestIPSetCountsFromTheHeader(t *testing.T) {
 	count("KIP-TEST-PORTS", 1)
 	if _, err := h.Count("KIP-TEST-MISSING"); err == nil {
 		t.Error("Count of a missing set gave no error")
+	}
+}
+
+// TestIPSetGrowsInPlace: Grow gives a set a larger maxelem with its entries,
+// the iptables rule that matches on it keeps doing so, and it then takes
+// entries beyond its old size; no temporary set is left.
+func TestIPSetGrowsInPlace(t *testing.T) {
+	t.Parallel()
+	const ns = "kip-ipset-grow"
+	var h *ipset.Netlink
+	var err error
+	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := ipset.Set{Name: "KIP-TEST-GROW", Type: ipset.HashIPPort, Family: "inet", HashSize: 1024, MaxElem: 1024}
+	if err := h.EnsureSet(set); err != nil {
+		t.Fatal(err)
+	}
+	entries := func(from, to int) []ipset.Entry {
+		var out []ipset.Entry
+		for i := from; i < to; i++ {
+			out = append(out, ipset.Entry{IP: mustAddr(fmt.Sprintf("10.96.%d.%d", i/256, i%256)), Protocol: "tcp", Port: 80})
+		}
+		return out
+	}
+	if err := errors.Join(h.AddEntries(set.Name, entries(0, 1024))...); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(h.AddEntries(set.Name, entries(1024, 1025))...); err == nil {
+		t.Fatal("a full set took one more entry: the test proves nothing")
+	}
+	const rule = "OUTPUT -m set --match-set KIP-TEST-GROW dst,dst -j RETURN"
+	if _, err := framework.Output(append([]string{"ip", "netns", "exec", ns, "iptables", "-A"}, strings.Fields(rule)...)...); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := h.Grow(set, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := h.Capacity(set.Name); err != nil || c != 4096 {
+		t.Errorf("capacity %d, %v; want 4096", c, err)
+	}
+	got, err := h.Entries(set.Name)
+	if err != nil || len(got) != 1024 {
+		t.Fatalf("%d entries after growing, %v; want 1024", len(got), err)
+	}
+	if err := errors.Join(h.AddEntries(set.Name, entries(1024, 3000))...); err != nil {
+		t.Errorf("the grown set refused entries: %v", err)
+	}
+	saved, err := framework.Output("ip", "netns", "exec", ns, "iptables-save")
+	if err != nil || !strings.Contains(saved, "-A "+rule) {
+		t.Errorf("the rule on the set is gone after the swap (%v):\n%s", err, saved)
+	}
+	listed, _ := framework.Output("ip", "netns", "exec", ns, "ipset", "list", "-n")
+	if strings.Contains(listed, "KIP-GROW-") {
+		t.Errorf("a temporary set is left: %s", listed)
 	}
 }

@@ -100,10 +100,40 @@ func (f *Fake) AddEntry(name string, e Entry) error {
 	if err != nil {
 		return err
 	}
+	if !s.entries[e] && s.def.Type != BitmapPort && len(s.entries) >= int(s.def.MaxElem) {
+		return fmt.Errorf("add %s to ipset %s: set is full", e, name)
+	}
 	if err := f.ops.Record(fmt.Sprintf("add-entry %s %s", name, e)); err != nil {
 		return err
 	}
 	s.entries[e] = true
+	return nil
+}
+
+func (f *Fake) Capacity(name string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(name)
+	if err != nil {
+		return 0, err
+	}
+	if s.def.Type == BitmapPort {
+		return 65536, nil
+	}
+	return int(s.def.MaxElem), nil
+}
+
+func (f *Fake) Grow(def Set, maxElem uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.set(def.Name)
+	if err != nil {
+		return err
+	}
+	if err := f.ops.Record(fmt.Sprintf("grow %s %d", def.Name, maxElem)); err != nil {
+		return err
+	}
+	s.def.MaxElem = maxElem
 	return nil
 }
 

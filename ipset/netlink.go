@@ -100,12 +100,68 @@ const listHeaderOnly = 1 << 2
 // entries: one short request, where listing a 50k-entry set takes the
 // kernel seconds in the test VM.
 func (n *Netlink) Count(set string) (int, error) {
+	count, _, err := n.header(set)
+	return count, err
+}
+
+// Capacity reads the set's maxelem from its header; a bitmap:port set,
+// which has none, holds every port.
+func (n *Netlink) Capacity(set string) (int, error) {
+	_, maxElem, err := n.header(set)
+	if err == nil && maxElem == 0 {
+		maxElem = 65536
+	}
+	return maxElem, err
+}
+
+// Grow fills a temporary set of the same type with s's entries, swaps the
+// two (the kernel exchanges them under one lock, and rules follow the
+// name) and destroys the temporary one, which then holds the old set.
+func (n *Netlink) Grow(s Set, maxElem uint32) error {
+	tmp := s
+	tmp.Name, tmp.MaxElem = growName(s.Name), maxElem
+	n.mu.Lock()
+	_ = n.h.IpsetDestroy(tmp.Name) // left by an interrupted Grow
+	n.mu.Unlock()
+	if err := n.EnsureSet(tmp); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		_ = n.h.IpsetDestroy(tmp.Name)
+		return fmt.Errorf("grow ipset %s to %d: %w", s.Name, maxElem, err)
+	}
+	entries, err := n.Entries(s.Name)
+	if err != nil {
+		return fail(err)
+	}
+	if err := errors.Join(n.AddEntries(tmp.Name, entries)...); err != nil {
+		return fail(err)
+	}
+	n.mu.Lock()
+	err = n.h.IpsetSwap(s.Name, tmp.Name)
+	n.mu.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.h.IpsetDestroy(tmp.Name); err != nil {
+		return fmt.Errorf("grow ipset %s: destroy the old set: %w", s.Name, err)
+	}
+	return nil
+}
+
+// header reads the set's entry count and maxelem (0 if it has none) from
+// its header alone.
+func (n *Netlink) header(set string) (count, maxElem int, err error) {
 	b := []byte{unix.AF_INET, nl.NFNETLINK_V0, 0, 0}
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTOCOL, nlbatch.U8(nl.IPSET_PROTOCOL))
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_SETNAME, nlbatch.String(set))
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_FLAGS|nlbatch.NetByteOrder, binary.BigEndian.AppendUint32(nil, listHeaderOnly))
-	count := -1
-	err := n.w.Dump(nlbatch.Request{Type: nl.IPSET_CMD_LIST | unix.NFNL_SUBSYS_IPSET<<8, Data: b}, func(body []byte) {
+	count = -1
+	err = n.w.Dump(nlbatch.Request{Type: nl.IPSET_CMD_LIST | unix.NFNL_SUBSYS_IPSET<<8, Data: b}, func(body []byte) {
 		if len(body) < 4 {
 			return
 		}
@@ -114,19 +170,22 @@ func (n *Netlink) Count(set string) (int, error) {
 				return
 			}
 			nlbatch.Attrs(v, func(typ uint16, v []byte) {
-				if typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4 {
+				switch {
+				case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
 					count = int(binary.BigEndian.Uint32(v))
+				case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
+					maxElem = int(binary.BigEndian.Uint32(v))
 				}
 			})
 		})
 	})
 	if err != nil {
-		return 0, fmt.Errorf("count ipset %s: %w", set, ipsetError(err))
+		return 0, 0, fmt.Errorf("read ipset %s's header: %w", set, ipsetError(err))
 	}
 	if count < 0 {
-		return 0, fmt.Errorf("count ipset %s: the kernel's answer has no entry count", set)
+		return 0, 0, fmt.Errorf("read ipset %s's header: the kernel's answer has no entry count", set)
 	}
-	return count, nil
+	return count, maxElem, nil
 }
 
 func fromLib(e netlink.IPSetEntry) Entry {

@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"strconv"
 )
@@ -71,6 +72,21 @@ type Interface interface {
 	// present entry or deleting a missing one is not an error.
 	AddEntries(set string, entries []Entry) []error
 	DeleteEntries(set string, entries []Entry) []error
+	// Capacity says how many entries the set can hold: its maxelem, or
+	// every port for a bitmap:port set.
+	Capacity(set string) (int, error)
+	// Grow replaces set s by one of the same entries that can hold
+	// maxElem, in one atomic swap: rules that match on s never see it
+	// empty. Nothing may write to s meanwhile.
+	Grow(s Set, maxElem uint32) error
+}
+
+// growName is the temporary set Grow fills before the swap: short, as set
+// names are at most 31 bytes.
+func growName(set string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(set))
+	return fmt.Sprintf("KIP-GROW-%08x", h.Sum32())
 }
 
 func protocolNumber(p string) (uint8, bool) {

@@ -177,6 +177,12 @@ func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[
 	var errs []error
 	n := 0
 	for set, keys := range bySet {
+		if add {
+			if err := r.ensureCapacity(set, len(keys)); err != nil {
+				// The adds are tried all the same: those that fit are written.
+				errs = append(errs, err)
+			}
+		}
 		entries := make([]ipset.Entry, len(keys))
 		for i, k := range keys {
 			entries[i] = k.entry

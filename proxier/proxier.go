@@ -331,6 +331,9 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(done.ops))
 	p.metrics.ConntrackDeleted.Add(float64(done.conntrackCleared))
+	if len(done.grown) > 0 {
+		p.log.Info("ipsets grown before they would fill", zap.Strings("sets", done.grown))
+	}
 	if done.conntrackErr != nil {
 		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.conntrackErr))
 	}

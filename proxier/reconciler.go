@@ -51,6 +51,10 @@ type reconciler struct {
 	entryCount map[string]int
 	// wantedCount is how many entries each set is wanted to hold.
 	wantedCount map[string]int
+	// capacity is each set's maxelem, as read or grown; grown lists the
+	// sets grown since the last takeWork (see grow.go).
+	capacity map[string]int
+	grown    []string
 	now         func() time.Time
 
 	// draining holds removed TCP real servers kept at weight 0 until their
@@ -105,11 +109,13 @@ type work struct {
 	// conntrackErr says why some could not be.
 	conntrackCleared int
 	conntrackErr     error
+	// grown are the ipsets grown, "name to size".
+	grown []string
 }
 
 func (r *reconciler) takeWork() work {
-	w := work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr}
-	r.ops, r.applied, r.conntrackCleared, r.conntrackErr = 0, applyTimes{}, 0, nil
+	w := work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown}
+	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, applyTimes{}, 0, nil, nil
 	return w
 }
 
@@ -145,6 +151,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		wantedCount: map[string]int{},
 		draining:    map[ipvs.Key]map[netip.AddrPort]bool{},
 		drainingVS:  map[ipvs.Key]bool{},
+		capacity:    map[string]int{},
 		now:         time.Now,
 
 		adoptSlice: 250,

@@ -96,6 +96,8 @@ func (sinkKernel) Count(string) (int, error)                       { return 0, n
 func (sinkKernel) Has(string, ipset.Entry) (bool, error)           { return false, nil }
 func (sinkKernel) AddEntries(_ string, e []ipset.Entry) []error    { return make([]error, len(e)) }
 func (sinkKernel) DeleteEntries(_ string, e []ipset.Entry) []error { return make([]error, len(e)) }
+func (sinkKernel) Capacity(string) (int, error)                    { return 1 << 30, nil }
+func (sinkKernel) Grow(ipset.Set, uint32) error                    { return nil }
 
 // BenchmarkConvergedHeap reports the heap the reconciler keeps for 10k
 // Services × 10 endpoints once they are programmed (desired state and
