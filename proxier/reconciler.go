@@ -55,7 +55,7 @@ type reconciler struct {
 	// sets grown since the last takeWork (see grow.go).
 	capacity map[string]int
 	grown    []string
-	now         func() time.Time
+	now      func() time.Time
 
 	// draining holds removed TCP real servers kept at weight 0 until their
 	// connections end (graceful termination).
