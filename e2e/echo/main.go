@@ -1,6 +1,7 @@
 // Command echo is the test pods' server: it answers every HTTP request on
-// -tcp and every UDP datagram on -udp with its pod name, so a client can
-// tell which endpoint served it; /source adds the client's address.
+// -tcp, every UDP datagram on -udp and every SCTP association on -sctp with
+// its pod name, so a client can tell which endpoint served it; /source adds
+// the client's address.
 package main
 
 import (
@@ -16,6 +17,7 @@ func main() {
 	name := flag.String("name", "", "pod name to answer with")
 	tcp := flag.String("tcp", ":8080", "HTTP listen address")
 	udp := flag.String("udp", ":5353", "UDP listen address")
+	sctp := flag.Int("sctp", 9009, "SCTP listen port")
 	flag.Parse()
 	if *name == "" {
 		fmt.Fprintln(os.Stderr, "echo: -name is required")
@@ -35,6 +37,7 @@ func main() {
 			_, _ = pc.WriteTo([]byte(*name), from)
 		}
 	}()
+	serveSCTP(*sctp, *name)
 	ln, err := net.Listen("tcp", *tcp)
 	if err != nil {
 		log.Fatal(err)

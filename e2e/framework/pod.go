@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Pod is a network namespace with a veth link to the root namespace and,
@@ -138,24 +139,34 @@ func (p *Pod) Delete() {
 }
 
 // dial opens a connection whose socket lives in the pod's namespace.
-func (p *Pod) dial(network string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
+func (p *Pod) dial(network string, to netip.AddrPort, timeout time.Duration) (c net.Conn, err error) {
+	err = p.in(func() error {
+		c, err = net.DialTimeout(network, to.String(), timeout)
+		return err
+	})
+	return c, err
+}
+
+// in runs fn on a thread inside the pod's namespace: the sockets fn
+// creates live there.
+func (p *Pod) in(fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer orig.Close()
 	target, err := netns.GetFromName(p.ns)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer target.Close()
 	if err := netns.Set(target); err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = netns.Set(orig) }()
-	return net.DialTimeout(network, to.String(), timeout)
+	return fn()
 }
 
 // HTTP sends one request on a new TCP connection and returns the answering pod's name.
@@ -262,4 +273,41 @@ func (c *Conn) Reset() {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.c.Close()
+}
+
+// SCTP opens an SCTP association to `to` from the pod, sends one message
+// and returns the answering pod's name.
+func (p *Pod) SCTP(to netip.AddrPort, timeout time.Duration) (string, error) {
+	fd, err := p.socket(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
+	for _, opt := range []int{unix.SO_SNDTIMEO, unix.SO_RCVTIMEO} {
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv); err != nil {
+			return "", err
+		}
+	}
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())}); err != nil {
+		return "", fmt.Errorf("sctp connect %s: %w", to, err)
+	}
+	if _, err := unix.Write(fd, []byte("who")); err != nil {
+		return "", fmt.Errorf("sctp send: %w", err)
+	}
+	buf := make([]byte, 256)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return "", fmt.Errorf("sctp receive: %w", err)
+	}
+	return string(buf[:n]), nil
+}
+
+// socket creates a socket in the pod's namespace.
+func (p *Pod) socket(domain, typ, proto int) (fd int, err error) {
+	err = p.in(func() error {
+		fd, err = unix.Socket(domain, typ, proto)
+		return err
+	})
+	return fd, err
 }
