@@ -46,6 +46,7 @@ var schedulers = proxier.Schedulers
 
 func flags() []cli.Flag {
 	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1); flags given on the command line win"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "path to a kubeconfig file (in-cluster config when empty)"},
 		&cli.StringFlag{Name: "master", Usage: "address of the Kubernetes API server (overrides the kubeconfig)"},
 		&cli.StringFlag{Name: "hostname-override", Usage: "name of this node's Node object (default: the hostname)"},
@@ -327,6 +328,10 @@ func afterFirstSync() {
 }
 
 func run(c *cli.Context) error {
+	file, notApplied, err := configFile(c)
+	if err != nil {
+		return err
+	}
 	cfg, err := config(c)
 	if err != nil {
 		return err
@@ -379,6 +384,7 @@ func run(c *cli.Context) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: "", Namespace: ""}
 	recorder.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
+	reportConfigFile(log, recorder, nodeRef, file, notApplied)
 
 	health := healthz.New(2 * cfg.SyncPeriod)
 	m := metrics.New()

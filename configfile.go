@@ -1,0 +1,46 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
+)
+
+// configFile reads --config, if given, into the flags the command line
+// left unset. Its errors name the field, before anything touches the kernel.
+func configFile(c *cli.Context) (*proxyconfig.File, []string, error) {
+	path := c.String("config")
+	if path == "" {
+		return nil, nil, nil
+	}
+	f, err := proxyconfig.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	notApplied, err := f.Apply(c)
+	return f, notApplied, err
+}
+
+// reportConfigFile says what of the configuration file was not used: one
+// line each, and an Event for unknown fields, which are likely typos.
+func reportConfigFile(log *zap.Logger, recorder events.EventRecorder, node *v1.ObjectReference, f *proxyconfig.File, notApplied []string) {
+	if f == nil {
+		return
+	}
+	if len(f.Unknown) > 0 {
+		log.Warn("--config has fields KubeProxyConfiguration does not know; they are ignored", zap.Strings("fields", f.Unknown))
+		recorder.Eventf(node, nil, v1.EventTypeWarning, "UnknownConfigFields", "LoadConfig",
+			"kube-ipvs-proxy ignored unknown fields in its configuration file: %s", strings.Join(f.Unknown, ", "))
+	}
+	if len(f.Ignored) > 0 {
+		log.Info("--config sets fields of other proxy modes; IPVS mode ignores them", zap.Strings("fields", f.Ignored))
+	}
+	if len(notApplied) > 0 {
+		log.Warn("--config sets fields kube-ipvs-proxy accepts but does not apply yet", zap.Strings("fields", notApplied))
+	}
+}

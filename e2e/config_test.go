@@ -1,0 +1,119 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// kubeadmConfig is a KubeProxyConfiguration as a kubeadm ConfigMap holds
+// it, with the suite's settings, a scheduler the suite does not use (to see
+// the file applied) and a field no version has.
+const kubeadmConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+bindAddress: 0.0.0.0
+clientConnection:
+  kubeconfig: %s
+clusterCIDR: ""
+detectLocalMode: InterfaceNamePrefix
+detectLocal:
+  interfaceNamePrefix: kv
+mode: ipvs
+ipvs:
+  scheduler: wrr
+  syncPeriod: 5s
+  minSyncPeriod: 100ms
+  strictARP: true
+  excludeCIDRs: [%s]
+  tcpTimeout: 1000s
+  tcpFinTimeout: 100s
+  udpTimeout: 200s
+iptables:
+  masqueradeAll: false
+  syncPeriod: 30s
+udpIdleTimeout: 250ms
+`
+
+// TestConfigFile runs the proxier as kubeadm's DaemonSet does, from a
+// configuration file and --hostname-override alone: it programs the kernel
+// with the file's settings, names the unknown field in a Warning and an
+// Event. A file with a bad value stops it at once, naming the field.
+// Serial: it replaces the shared proxier for a while.
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(bad, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs:\n  syncPeriod: 1s\n  minSyncPeriod: 5s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := framework.Start(env, "kube-ipvs-proxy-bad-config", filepath.Join(env.Bin, "kube-ipvs-proxy"), "--config", bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a bad configuration refused", 10*time.Second, func() error {
+		if done, err := p.Exited(); !done || err == nil {
+			return fmt.Errorf("still running, or exited 0")
+		}
+		return nil
+	})
+	if log, _ := os.ReadFile(p.LogPath); !strings.Contains(string(log), "ipvs.minSyncPeriod") {
+		t.Errorf("the refusal does not name ipvs.minSyncPeriod:\n%s", log)
+	}
+
+	good := filepath.Join(dir, "config.conf")
+	if err := os.WriteFile(good, []byte(fmt.Sprintf(kubeadmConfig, env.Kubeconfig("proxy"), excludedCIDR)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		replaceProxier(t, nil)
+	}
+	start := time.Now()
+	p, err = framework.Start(env, "kube-ipvs-proxy-config", filepath.Join(env.Bin, "kube-ipvs-proxy"),
+		"--config", good, "--hostname-override", framework.NodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Stop() }()
+	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	kubernetes := ipvs.Key{Address: mustAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 443}
+	eventually(t, "default/kubernetes with the file's scheduler", 10*time.Second, func() error {
+		vs, ok, err := kernelIPVS(t).GetVirtualServer(kubernetes)
+		if err != nil || !ok || vs.Scheduler != "wrr" {
+			return fmt.Errorf("virtual server %+v, present %v, %v", vs, ok, err)
+		}
+		return nil
+	})
+	if n := countLogLines(t, p, "udpIdleTimeout"); n != 1 {
+		t.Errorf("the unknown field is named in %d log lines, want 1 (see %s)", n, p.LogPath)
+	}
+	if n := countLogLines(t, p, "iptables.syncPeriod"); n != 1 {
+		t.Errorf("the other mode's field is named in %d log lines, want 1", n)
+	}
+	eventually(t, "an UnknownConfigFields Event", 10*time.Second, func() error {
+		events, err := env.Events("default")
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if strings.Contains(e, "UnknownConfigFields") && strings.Contains(e, "udpIdleTimeout") {
+				return nil
+			}
+		}
+		return fmt.Errorf("none in %v", events)
+	})
+	if err := p.Stop(); err != nil { // later tests start the suite's own
+		t.Fatal(err)
+	}
+}

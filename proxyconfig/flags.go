@@ -1,0 +1,94 @@
+package proxyconfig
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Flags is the command line the file fills in. A flag given there wins
+// over the file, as upstream: IsSet says it was.
+type Flags interface {
+	IsSet(name string) bool
+	Set(name, value string) error
+}
+
+// Apply sets, from the file, each flag the command line did not give, and
+// returns the fields the file sets that the proxier accepts but does not
+// apply yet. A field left at its zero value counts as not given (the flag
+// keeps its default).
+func (f *File) Apply(flags Flags) (notApplied []string, err error) {
+	c := f.Config
+	set := func(flag, field, value string) {
+		if err != nil || value == "" || flags.IsSet(flag) {
+			return
+		}
+		if e := flags.Set(flag, value); e != nil {
+			err = fmt.Errorf("--config: %s: %q: %w", field, value, e)
+		}
+	}
+	duration := func(d time.Duration) string {
+		if d == 0 {
+			return ""
+		}
+		return d.String()
+	}
+	boolean := func(b bool) string {
+		if !b {
+			return ""
+		}
+		return "true"
+	}
+	set("kubeconfig", "clientConnection.kubeconfig", c.ClientConnection.Kubeconfig)
+	set("hostname-override", "hostnameOverride", c.HostnameOverride)
+	set("proxy-mode", "mode", string(c.Mode))
+	set("healthz-bind-address", "healthzBindAddress", c.HealthzBindAddress)
+	set("metrics-bind-address", "metricsBindAddress", c.MetricsBindAddress)
+	set("bind-address-hard-fail", "bindAddressHardFail", boolean(c.BindAddressHardFail))
+	set("profiling", "enableProfiling", boolean(c.EnableProfiling))
+	set("config-sync-period", "configSyncPeriod", duration(c.ConfigSyncPeriod.Duration))
+	set("ipvs-scheduler", "ipvs.scheduler", c.IPVS.Scheduler)
+	set("ipvs-sync-period", "ipvs.syncPeriod", duration(c.IPVS.SyncPeriod.Duration))
+	set("ipvs-min-sync-period", "ipvs.minSyncPeriod", duration(c.IPVS.MinSyncPeriod.Duration))
+	set("ipvs-exclude-cidrs", "ipvs.excludeCIDRs", strings.Join(c.IPVS.ExcludeCIDRs, ","))
+	set("ipvs-strict-arp", "ipvs.strictARP", boolean(c.IPVS.StrictARP))
+	set("ipvs-tcp-timeout", "ipvs.tcpTimeout", duration(c.IPVS.TCPTimeout.Duration))
+	set("ipvs-tcpfin-timeout", "ipvs.tcpFinTimeout", duration(c.IPVS.TCPFinTimeout.Duration))
+	set("ipvs-udp-timeout", "ipvs.udpTimeout", duration(c.IPVS.UDPTimeout.Duration))
+	// Upstream's IPVS mode masquerades by the iptables section's settings.
+	set("masquerade-all", "iptables.masqueradeAll", boolean(c.IPTables.MasqueradeAll))
+	if c.IPTables.MasqueradeBit != nil {
+		set("iptables-masquerade-bit", "iptables.masqueradeBit", strconv.Itoa(int(*c.IPTables.MasqueradeBit)))
+	}
+	set("cluster-cidr", "clusterCIDR", c.ClusterCIDR)
+	set("detect-local-mode", "detectLocalMode", string(c.DetectLocalMode))
+	set("pod-bridge-interface", "detectLocal.bridgeInterface", c.DetectLocal.BridgeInterface)
+	set("pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", c.DetectLocal.InterfaceNamePrefix)
+	set("nodeport-addresses", "nodePortAddresses", strings.Join(c.NodePortAddresses, ","))
+	return f.notApplied(), err
+}
+
+// notApplied lists the fields set that IPVS mode uses upstream and the
+// proxier does not apply yet.
+func (f *File) notApplied() []string {
+	c := f.Config
+	var out []string
+	add := func(set bool, name string) {
+		if set {
+			out = append(out, name)
+		}
+	}
+	cc := c.ClientConnection
+	add(cc.QPS != 0 || cc.Burst != 0 || cc.ContentType != "" || cc.AcceptContentTypes != "", "clientConnection (qps, burst, content types)")
+	add(len(c.FeatureGates) > 0, "featureGates")
+	add(c.Logging.Format != "" && c.Logging.Format != "text", "logging.format")
+	add(c.BindAddress != "" && c.BindAddress != "0.0.0.0", "bindAddress")
+	add(c.OOMScoreAdj != nil, "oomScoreAdj")
+	ct := c.Conntrack
+	add(ct.MaxPerCore != nil || ct.Min != nil || ct.TCPEstablishedTimeout != nil || ct.TCPCloseWaitTimeout != nil ||
+		ct.TCPBeLiberal || ct.UDPTimeout.Duration != 0 || ct.UDPStreamTimeout.Duration != 0, "conntrack")
+	add(c.PortRange != "", "portRange")
+	add(c.ShowHiddenMetricsForVersion != "", "showHiddenMetricsForVersion")
+	return out
+}

@@ -1,0 +1,151 @@
+package proxyconfig
+
+import (
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// kubeadm is the configuration kubeadm writes to the kube-proxy ConfigMap,
+// with this node's choices filled in.
+const kubeadm = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+bindAddress: 0.0.0.0
+clientConnection:
+  acceptContentTypes: ""
+  burst: 0
+  contentType: ""
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+  qps: 0
+clusterCIDR: 10.244.0.0/16
+configSyncPeriod: 0s
+conntrack:
+  maxPerCore: null
+  min: null
+  tcpCloseWaitTimeout: null
+  tcpEstablishedTimeout: null
+detectLocal:
+  bridgeInterface: ""
+  interfaceNamePrefix: ""
+detectLocalMode: ""
+enableProfiling: false
+healthzBindAddress: ""
+hostnameOverride: ""
+iptables:
+  localhostNodePorts: null
+  masqueradeAll: false
+  masqueradeBit: null
+  minSyncPeriod: 0s
+  syncPeriod: 0s
+ipvs:
+  excludeCIDRs: null
+  minSyncPeriod: 0s
+  scheduler: "wrr"
+  strictARP: true
+  syncPeriod: 15s
+  tcpFinTimeout: 0s
+  tcpTimeout: 0s
+  udpTimeout: 0s
+metricsBindAddress: ""
+mode: "ipvs"
+nodePortAddresses: null
+oomScoreAdj: null
+portRange: ""
+showHiddenMetricsForVersion: ""
+winkernel:
+  enableDSR: false
+  forwardHealthCheckVip: false
+  networkName: ""
+  rootHnsEndpointName: ""
+  sourceVip: ""
+`
+
+// flags is a command line of string flags, some given.
+type flags struct{ fs *flag.FlagSet }
+
+func newFlags(given map[string]string, names ...string) flags {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	for _, n := range names {
+		fs.String(n, "", "")
+	}
+	for n, v := range given {
+		_ = fs.Set(n, v)
+	}
+	return flags{fs}
+}
+
+func (f flags) IsSet(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+func (f flags) Set(name, value string) error { return f.fs.Set(name, value) }
+func (f flags) get(name string) string       { return f.fs.Lookup(name).Value.String() }
+
+func TestKubeadmConfigFillsTheFlagsTheCommandLineLeaves(t *testing.T) {
+	f, err := Parse([]byte(kubeadm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := newFlags(map[string]string{"ipvs-scheduler": "rr"}, "kubeconfig", "hostname-override", "proxy-mode", "healthz-bind-address",
+		"metrics-bind-address", "bind-address-hard-fail", "profiling", "config-sync-period", "ipvs-scheduler", "ipvs-sync-period",
+		"ipvs-min-sync-period", "ipvs-exclude-cidrs", "ipvs-strict-arp", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout",
+		"masquerade-all", "iptables-masquerade-bit", "cluster-cidr", "detect-local-mode", "pod-bridge-interface",
+		"pod-interface-name-prefix", "nodeport-addresses")
+	notApplied, err := f.Apply(fl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "cluster-cidr": "10.244.0.0/16", "proxy-mode": "ipvs",
+		"ipvs-sync-period": "15s", "ipvs-strict-arp": "true",
+		"ipvs-scheduler":       "rr", // the command line wins
+		"ipvs-min-sync-period": "",   // zero: the flag's default stays
+	} {
+		if got := fl.get(name); got != want {
+			t.Errorf("--%s = %q, want %q", name, got, want)
+		}
+	}
+	if len(f.Unknown)+len(f.Ignored)+len(notApplied) != 0 {
+		t.Errorf("unknown %v, ignored %v, not applied %v: want none for kubeadm's defaults", f.Unknown, f.Ignored, notApplied)
+	}
+}
+
+func TestConfigFileErrorsNameTheField(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	for _, c := range []struct{ body, want string }{
+		{"mode: iptables\n", "mode"},
+		{"ipvs:\n  syncPeriod: 5s\n  minSyncPeriod: 10s\n", "ipvs.minSyncPeriod"},
+		{"ipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout"},
+		{"ipvs:\n  syncPeriod: often\n", "syncPeriod"},
+	} {
+		_, err := Parse([]byte(head + c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one naming %s", c.body, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte("apiVersion: v1\nkind: ConfigMap\n")); err == nil {
+		t.Error("a ConfigMap was taken for a KubeProxyConfiguration")
+	}
+}
+
+func TestConfigFileUnknownAndOtherModeFields(t *testing.T) {
+	f, err := Parse([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n" +
+		"ipvs:\n  schedular: sh\nudpIdleTimeout: 250ms\niptables:\n  syncPeriod: 10s\n  masqueradeAll: true\nconntrack:\n  maxPerCore: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(f.Unknown)
+	if !slices.Equal(f.Unknown, []string{"ipvs.schedular", "udpIdleTimeout"}) {
+		t.Errorf("unknown %v", f.Unknown)
+	}
+	if !slices.Equal(f.Ignored, []string{"iptables.syncPeriod"}) {
+		t.Errorf("ignored %v: iptables.masqueradeAll applies to IPVS mode", f.Ignored)
+	}
+	fl := newFlags(nil, "masquerade-all")
+	notApplied, err := f.Apply(fl)
+	if err != nil || fl.get("masquerade-all") != "true" || !slices.Equal(notApplied, []string{"conntrack"}) {
+		t.Errorf("masquerade-all %q, not applied %v, %v", fl.get("masquerade-all"), notApplied, err)
+	}
+}
