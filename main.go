@@ -45,7 +45,7 @@ var defaultCritical = []string{"default/kubernetes", "kube-system/kube-dns"}
 var schedulers = proxier.Schedulers
 
 func flags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1); flags given on the command line win"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "path to a kubeconfig file (in-cluster config when empty)"},
 		&cli.StringFlag{Name: "master", Usage: "address of the Kubernetes API server (overrides the kubeconfig)"},
@@ -75,7 +75,7 @@ func flags() []cli.Flag {
 			Usage: "namespace/name of Services programmed before all others (kube-ipvs-proxy only)"},
 		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's pprof profiles under /debug/pprof/ on the metrics address"},
 		&cli.IntFlag{Name: "v", Aliases: []string{"verbosity"}, Usage: "log verbosity; 4 and above logs every sync"},
-	}
+	}, upstreamFlags()...)
 }
 
 func main() {
@@ -214,9 +214,16 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func newLogger(v int) (*zap.Logger, error) {
+func newLogger(v int, format string) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
-	zc.Encoding = "console"
+	switch format {
+	case "text", "":
+		zc.Encoding = "console"
+	case "json":
+		zc.Encoding = "json"
+	default:
+		return nil, fmt.Errorf("--logging-format=%q: one of text, json", format)
+	}
 	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	zc.Sampling = nil
 	zc.DisableStacktrace = true
@@ -328,6 +335,13 @@ func afterFirstSync() {
 }
 
 func run(c *cli.Context) error {
+	if c.Bool("version") {
+		fmt.Println("kube-ipvs-proxy", version())
+		return nil
+	}
+	if err := refuseNotImplemented(c); err != nil {
+		return err
+	}
 	file, notApplied, err := configFile(c)
 	if err != nil {
 		return err
@@ -341,11 +355,15 @@ func run(c *cli.Context) error {
 		return err
 	}
 	cfg.AfterFirstSync = afterFirstSync
-	log, err := newLogger(c.Int("v"))
+	log, err := newLogger(c.Int("v"), c.String("logging-format"))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	reportUpstreamFlags(c, log)
+	if err := setOOMScoreAdj(c.Int("oom-score-adj")); err != nil {
+		log.Warn("OOM score not adjusted", zap.Error(err))
+	}
 	// The netlink ipset code reports every attribute it does not parse
 	// (bucketsize, initval: on every list) through the standard logger; that
 	// is noise except when debugging the netlink layer itself.
@@ -364,10 +382,11 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("kubernetes client config: %w", err)
 	}
 	rc.UserAgent = "kube-ipvs-proxy"
-	// Protobuf, as kube-proxy uses: decoding tens of thousands of Services and
-	// EndpointSlices costs several times less CPU than JSON.
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// Protobuf by default, as kube-proxy: decoding tens of thousands of
+	// Services and EndpointSlices costs several times less CPU than JSON.
+	rc.ContentType = c.String("kube-api-content-type")
+	rc.AcceptContentTypes = rc.ContentType + ",application/json"
+	rc.QPS, rc.Burst = float32(c.Float64("kube-api-qps")), c.Int("kube-api-burst")
 	rc.Wrap(informers.BufferWatches)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {

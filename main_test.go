@@ -1,0 +1,59 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// upstreamV134Flags are the flags `kube-proxy --help` of v1.34 lists.
+const upstreamV134Flags = `bind-address bind-address-hard-fail boot-id-file cleanup cluster-cidr config
+config-sync-period conntrack-max-per-core conntrack-min conntrack-tcp-be-liberal conntrack-tcp-timeout-close-wait
+conntrack-tcp-timeout-established conntrack-udp-timeout conntrack-udp-timeout-stream detect-local-mode feature-gates
+healthz-bind-address hostname-override init-only iptables-localhost-nodeports iptables-masquerade-bit
+iptables-min-sync-period iptables-sync-period ipvs-exclude-cidrs ipvs-min-sync-period ipvs-scheduler ipvs-strict-arp
+ipvs-sync-period ipvs-tcp-timeout ipvs-tcpfin-timeout ipvs-udp-timeout kube-api-burst kube-api-content-type
+kube-api-qps kubeconfig log-flush-frequency log-json-info-buffer-size log-json-split-stream log-text-info-buffer-size
+log-text-split-stream logging-format machine-id-file masquerade-all master metrics-bind-address nodeport-addresses
+oom-score-adj pod-bridge-interface pod-interface-name-prefix profiling proxy-mode show-hidden-metrics-for-version v
+version vmodule write-config-to`
+
+// TestEveryUpstreamFlagIsAccepted: a manifest written for kube-proxy v1.34
+// names no flag the proxier would refuse as unknown.
+func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
+	have := map[string]bool{}
+	for _, f := range flags() {
+		for _, n := range f.Names() {
+			have[n] = true
+		}
+	}
+	names := strings.Fields(upstreamV134Flags)
+	if len(names) != 56 {
+		t.Fatalf("%d upstream flags listed, want 56", len(names))
+	}
+	for _, n := range names {
+		if !have[n] {
+			t.Errorf("--%s is not accepted", n)
+		}
+	}
+}
+
+// TestUpstreamFlagsParse: a kubeadm-style command line with flags of every
+// kind parses, and the not-implemented ones stop the run.
+func TestUpstreamFlagsParse(t *testing.T) {
+	var ran bool
+	app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
+		ran = true
+		return refuseNotImplemented(c)
+	}}
+	args := []string{"kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node-1",
+		"--conntrack-max-per-core=0", "--feature-gates=A=true", "--iptables-localhost-nodeports=false",
+		"--kube-api-qps=50", "--v=2", "--vmodule=proxier=4"}
+	if err := app.Run(args); err != nil || !ran {
+		t.Fatalf("ran %v, %v", ran, err)
+	}
+	if err := app.Run(append(args, "--cleanup")); err == nil || !strings.Contains(err.Error(), "--cleanup") {
+		t.Errorf("--cleanup: %v, want it refused by name", err)
+	}
+}

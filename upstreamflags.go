@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+)
+
+// upstreamFlags are the rest of upstream kube-proxy v1.34's flags, with
+// their names and defaults, so that an existing manifest runs: a flag
+// unknown to the proxier would be fatal.
+func upstreamFlags() []cli.Flag {
+	return []cli.Flag{
+		// Applied.
+		&cli.Float64Flag{Name: "kube-api-qps", Value: 5, Usage: "QPS to use while talking with the apiserver"},
+		&cli.IntFlag{Name: "kube-api-burst", Value: 10, Usage: "burst to use while talking with the apiserver"},
+		&cli.StringFlag{Name: "kube-api-content-type", Value: "application/vnd.kubernetes.protobuf", Usage: "content type of requests sent to the apiserver"},
+		&cli.IntFlag{Name: "oom-score-adj", Value: -999, Usage: "the process's oom_score_adj, [-1000, 1000]"},
+		&cli.StringFlag{Name: "logging-format", Value: "text", Usage: "log format: text or json"},
+		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
+		// Not implemented yet: refused with a clear error rather than a normal run.
+		&cli.BoolFlag{Name: "cleanup", Usage: "(not implemented yet) remove every kernel object of ours and exit"},
+		&cli.BoolFlag{Name: "init-only", Usage: "(not implemented yet) do the privileged setup and exit"},
+		&cli.StringFlag{Name: "write-config-to", Usage: "(not implemented yet) write the effective configuration to this file and exit"},
+		// Accepted, not applied yet: a Warning names each one given.
+		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "(not applied yet) the node's primary IP override"},
+		&cli.IntFlag{Name: "conntrack-max-per-core", Value: 32768, Usage: "(not applied yet)"},
+		&cli.IntFlag{Name: "conntrack-min", Value: 131072, Usage: "(not applied yet)"},
+		&cli.BoolFlag{Name: "conntrack-tcp-be-liberal", Usage: "(not applied yet)"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-close-wait", Value: time.Hour, Usage: "(not applied yet)"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-established", Value: 24 * time.Hour, Usage: "(not applied yet)"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout", Usage: "(not applied yet)"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout-stream", Usage: "(not applied yet)"},
+		&cli.StringFlag{Name: "feature-gates", Usage: "(not applied yet) key=value pairs"},
+		&cli.StringFlag{Name: "show-hidden-metrics-for-version", Usage: "(not applied yet)"},
+		// Of klog, other modes or other platforms: accepted and ignored.
+		&cli.DurationFlag{Name: "log-flush-frequency", Value: 5 * time.Second, Usage: "(ignored: zap writes at once)"},
+		&cli.StringFlag{Name: "log-json-info-buffer-size", Usage: "(ignored)"},
+		&cli.BoolFlag{Name: "log-json-split-stream", Usage: "(ignored)"},
+		&cli.StringFlag{Name: "log-text-info-buffer-size", Usage: "(ignored)"},
+		&cli.BoolFlag{Name: "log-text-split-stream", Usage: "(ignored)"},
+		&cli.StringFlag{Name: "vmodule", Usage: "(ignored)"},
+		&cli.BoolFlag{Name: "iptables-localhost-nodeports", Value: true, Usage: "(ignored: iptables mode's)"},
+		&cli.DurationFlag{Name: "iptables-min-sync-period", Value: time.Second, Usage: "(ignored: iptables mode's)"},
+		&cli.DurationFlag{Name: "iptables-sync-period", Value: 30 * time.Second, Usage: "(ignored: iptables mode's)"},
+		&cli.StringFlag{Name: "boot-id-file", Value: "/proc/sys/kernel/random/boot_id", Usage: "(ignored)"},
+		&cli.StringFlag{Name: "machine-id-file", Value: "/etc/machine-id,/var/lib/dbus/machine-id", Usage: "(ignored)"},
+	}
+}
+
+var (
+	notImplemented = []string{"cleanup", "init-only", "write-config-to"}
+	notAppliedYet  = []string{"bind-address", "conntrack-max-per-core", "conntrack-min", "conntrack-tcp-be-liberal",
+		"conntrack-tcp-timeout-close-wait", "conntrack-tcp-timeout-established", "conntrack-udp-timeout",
+		"conntrack-udp-timeout-stream", "feature-gates", "show-hidden-metrics-for-version"}
+	ignoredFlags = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
+		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
+		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
+)
+
+// refuseNotImplemented stops a run asked for something the proxier cannot
+// do yet, rather than doing a normal run instead.
+func refuseNotImplemented(c *cli.Context) error {
+	for _, name := range notImplemented {
+		if c.IsSet(name) {
+			return fmt.Errorf("--%s is not implemented yet", name)
+		}
+	}
+	return nil
+}
+
+// reportUpstreamFlags names, in one line each, the flags given that are
+// not applied.
+func reportUpstreamFlags(c *cli.Context, log *zap.Logger) {
+	given := func(names []string) []string {
+		var out []string
+		for _, n := range names {
+			if c.IsSet(n) {
+				out = append(out, "--"+n)
+			}
+		}
+		return out
+	}
+	if f := given(notAppliedYet); len(f) > 0 {
+		log.Warn("flags accepted but not applied yet", zap.Strings("flags", f))
+	}
+	if f := given(ignoredFlags); len(f) > 0 {
+		log.Info("flags of other modes or of klog, ignored", zap.Strings("flags", f))
+	}
+}
+
+// setOOMScoreAdj sets the process's OOM score adjustment, as upstream does
+// at start-up: the node should kill others before its service proxy.
+func setOOMScoreAdj(v int) error {
+	if v < -1000 || v > 1000 {
+		return fmt.Errorf("--oom-score-adj=%d: must be within [-1000, 1000]", v)
+	}
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(v)), 0o644); err != nil {
+		return fmt.Errorf("set oom_score_adj %d: %w", v, err)
+	}
+	return nil
+}
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return v
+}
