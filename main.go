@@ -361,6 +361,9 @@ func run(c *cli.Context) error {
 	}
 	defer func() { _ = log.Sync() }()
 	reportUpstreamFlags(c, log)
+	if c.Bool("cleanup") {
+		return cleanup(log, cfg.ExcludeCIDRs)
+	}
 	if err := setOOMScoreAdj(c.Int("oom-score-adj")); err != nil {
 		log.Warn("OOM score not adjusted", zap.Error(err))
 	}

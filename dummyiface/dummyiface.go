@@ -247,3 +247,23 @@ func (f *Fake) Dump() string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
+
+// DeleteLink deletes the link and, with it, every address on it; a missing
+// link is no error.
+func (n *Netlink) DeleteLink() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.link = nil
+	link, err := netlink.LinkByName(n.name)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up link %s: %w", n.name, err)
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return fmt.Errorf("delete link %s: %w", n.name, err)
+	}
+	return nil
+}

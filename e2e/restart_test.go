@@ -214,3 +214,68 @@ func TestFlushedTablesRepaired(t *testing.T) {
 		t.Errorf("NodePort traffic not masqueraded after the repair: %q", answer)
 	}
 }
+
+// TestCleanup: --cleanup, run twice with no apiserver, leaves nothing of
+// ours: no virtual server outside --ipvs-exclude-cidrs, no kube-ipvs0, no
+// KUBE- set, none of our chains or the jumps to them; kubelet's chain and
+// the excluded virtual server stay. Serial: it stops the shared proxier.
+func TestCleanup(t *testing.T) {
+	ourProxier(t)
+	const ns = "cleanup"
+	mustNamespace(t, ns)
+	a := mustPod(t, "cleanup-a", "10.244.40.1", true)
+	client := mustPod(t, "cleanup-client", "10.244.40.100", false)
+	svc, slice := webService(ns, "10.96.40.10", a)
+	mustApply(t, svc, slice)
+	waitAnswerSet(t, client.HTTP, ap("10.96.40.10:80"), "cleanup-a", 2, 30*time.Second)
+	for _, cmd := range [][]string{
+		{"ipvsadm", "-A", "-t", "10.250.99.2:22", "-s", "rr"},
+		{"iptables", "-t", "nat", "-N", "KUBE-KUBELET-CANARY"},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ipvsadm", "-D", "-t", "10.250.99.2:22").Run()
+		_ = exec.Command("iptables", "-t", "nat", "-X", "KUBE-KUBELET-CANARY").Run()
+	})
+	sharedMu.Lock()
+	err := shared.Stop()
+	shared = nil
+	sharedMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for i := 1; i <= 2; i++ {
+		out, err := exec.Command(env.Bin+"/kube-ipvs-proxy", "--cleanup", "--ipvs-exclude-cidrs", excludedCIDR).CombinedOutput()
+		if err != nil {
+			t.Fatalf("--cleanup, run %d: %v:\n%s", i, err, out)
+		}
+	}
+	ipvsState, _ := framework.Output("ipvsadm", "-Sn")
+	if strings.TrimSpace(ipvsState) != "-A -t 10.250.99.2:22 -s rr" {
+		t.Errorf("IPVS after --cleanup:\n%s\nwant only the excluded virtual server", ipvsState)
+	}
+	if sets, _ := framework.Output("ipset", "list", "-n"); strings.Contains(sets, "KUBE-") {
+		t.Errorf("sets after --cleanup:\n%s", sets)
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		saved, err := framework.Output(save)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(saved, "\n") {
+			if strings.Contains(l, "KUBE-") && !strings.Contains(l, "KUBE-KUBELET-CANARY") {
+				t.Errorf("%s after --cleanup still has %q", save, l)
+			}
+		}
+		if save == "iptables-save" && !strings.Contains(saved, ":KUBE-KUBELET-CANARY") {
+			t.Error("--cleanup removed kubelet's chain")
+		}
+	}
+	if _, err := framework.Output("ip", "link", "show", "kube-ipvs0"); err == nil {
+		t.Error("kube-ipvs0 is still there")
+	}
+}

@@ -323,3 +323,15 @@ func ipsetError(err error) error {
 	}
 	return err
 }
+
+// Destroy deletes a set; a missing one is no error. The kernel refuses a
+// set an iptables rule still matches on (EBUSY).
+func (n *Netlink) Destroy(set string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	err := n.h.IpsetDestroy(set)
+	if err == nil || errors.Is(err, syscall.ENOENT) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_PROTOCOL)) {
+		return nil
+	}
+	return fmt.Errorf("destroy ipset %s: %w", set, err)
+}

@@ -52,6 +52,19 @@ func NewIPv4() (Exec, error) {
 	return Exec{IPTablesRestore: restore, IPTablesSave: save}, nil
 }
 
+// NewIPv6 finds ip6tables-restore and ip6tables-save on PATH.
+func NewIPv6() (Exec, error) {
+	restore, err := exec.LookPath("ip6tables-restore")
+	if err != nil {
+		return Exec{}, fmt.Errorf("ip6tables-restore not found: %w", err)
+	}
+	save, err := exec.LookPath("ip6tables-save")
+	if err != nil {
+		return Exec{}, fmt.Errorf("ip6tables-save not found: %w", err)
+	}
+	return Exec{IPTablesRestore: restore, IPTablesSave: save}, nil
+}
+
 func (e Exec) Restore(payload []byte) error {
 	cmd := exec.Command(e.IPTablesRestore, "-w", "5", "--noflush", "--counters")
 	cmd.Stdin = bytes.NewReader(payload)

@@ -40,6 +40,13 @@ func jumpRules() []jumpRule {
 	}
 }
 
+// glueChains are the chains the glue owns, by table, in the order it
+// declares them.
+var glueChains = map[string][]string{
+	"nat":    {"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER"},
+	"filter": {"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"},
+}
+
 // setRules are the rules that match on one set, written (as upstream does)
 // only while some Service wants an entry in it, in this order.
 var setRules = []struct {
@@ -115,7 +122,7 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 	}
 	const masqComment = `-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose"`
 	w("*nat")
-	for _, c := range []string{"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER"} {
+	for _, c := range glueChains["nat"] {
 		w(":%s - [0:0]", c)
 	}
 	setRule := func(table string) {
@@ -172,7 +179,7 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 	inserts("nat")
 	w("COMMIT")
 	w("*filter")
-	for _, c := range []string{"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"} {
+	for _, c := range glueChains["filter"] {
 		w(":%s - [0:0]", c)
 	}
 	setRule("filter")
