@@ -23,7 +23,7 @@ func upstreamFlags() []cli.Flag {
 		&cli.IntFlag{Name: "oom-score-adj", Value: -999, Usage: "the process's oom_score_adj, [-1000, 1000]"},
 		&cli.StringFlag{Name: "logging-format", Value: "text", Usage: "log format: text or json"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
-			&cli.BoolFlag{Name: "cleanup", Usage: "remove every kernel object of ours (virtual servers outside --ipvs-exclude-cidrs, kube-ipvs0, our ipsets and chains) and exit"},
+		&cli.BoolFlag{Name: "cleanup", Usage: "remove every kernel object of ours (virtual servers outside --ipvs-exclude-cidrs, kube-ipvs0, our ipsets and chains) and exit"},
 		// Not implemented yet: refused with a clear error rather than a normal run.
 		&cli.BoolFlag{Name: "init-only", Usage: "(not implemented yet) do the privileged setup and exit"},
 		&cli.StringFlag{Name: "write-config-to", Usage: "(not implemented yet) write the effective configuration to this file and exit"},
