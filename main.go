@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -244,14 +246,26 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 type kernelSettings struct {
 	strictARP bool
 	timeouts  ipvs.Timeouts
+	conntrack conntrack.Settings
 }
 
 func kernelConfig(c *cli.Context) (kernelSettings, error) {
 	k := kernelSettings{strictARP: c.Bool("ipvs-strict-arp"), timeouts: ipvs.Timeouts{
-		TCP: c.Duration("ipvs-tcp-timeout"), TCPFin: c.Duration("ipvs-tcpfin-timeout"), UDP: c.Duration("ipvs-udp-timeout")}}
-	for name, d := range map[string]time.Duration{"ipvs-tcp-timeout": k.timeouts.TCP, "ipvs-tcpfin-timeout": k.timeouts.TCPFin, "ipvs-udp-timeout": k.timeouts.UDP} {
+		TCP: c.Duration("ipvs-tcp-timeout"), TCPFin: c.Duration("ipvs-tcpfin-timeout"), UDP: c.Duration("ipvs-udp-timeout")},
+		conntrack: conntrack.Settings{MaxPerCore: c.Int("conntrack-max-per-core"), Min: c.Int("conntrack-min"),
+			TCPEstablished: c.Duration("conntrack-tcp-timeout-established"), TCPCloseWait: c.Duration("conntrack-tcp-timeout-close-wait"),
+			UDP: c.Duration("conntrack-udp-timeout"), UDPStream: c.Duration("conntrack-udp-timeout-stream"), TCPBeLiberal: c.Bool("conntrack-tcp-be-liberal")}}
+	ct := k.conntrack
+	for name, d := range map[string]time.Duration{"ipvs-tcp-timeout": k.timeouts.TCP, "ipvs-tcpfin-timeout": k.timeouts.TCPFin, "ipvs-udp-timeout": k.timeouts.UDP,
+		"conntrack-tcp-timeout-established": ct.TCPEstablished, "conntrack-tcp-timeout-close-wait": ct.TCPCloseWait,
+		"conntrack-udp-timeout": ct.UDP, "conntrack-udp-timeout-stream": ct.UDPStream} {
 		if d < 0 {
 			return k, fmt.Errorf("--%s=%s: must be 0 or more", name, d)
+		}
+	}
+	for name, n := range map[string]int{"conntrack-max-per-core": ct.MaxPerCore, "conntrack-min": ct.Min} {
+		if n < 0 {
+			return k, fmt.Errorf("--%s=%d: must be 0 or more", name, n)
 		}
 	}
 	return k, nil
@@ -282,7 +296,21 @@ func openKernel(log *zap.Logger, settings kernelSettings) (proxier.Kernel, error
 	if err := ipvs.SetTimeouts(settings.timeouts); err != nil {
 		log.Error("IPVS timeouts not set; the kernel's stay", zap.Error(err))
 	}
+	setUpConntrack(log, settings.conntrack)
 	return k, nil
+}
+
+// setUpConntrack sizes the conntrack table and sets its timeouts, as
+// upstream does at start-up; a failure (a read-only /sys or /proc in a
+// container) is one Warning, and the kernel's values stay.
+func setUpConntrack(log *zap.Logger, ct conntrack.Settings) {
+	cpus := runtime.NumCPU()
+	if err := conntrack.GrowHashTable(ct.Max(cpus)); err != nil {
+		log.Warn("conntrack hash table not grown", zap.Error(err))
+	}
+	if err := ipvs.ApplySysctls(ct.Sysctls(cpus)); err != nil {
+		log.Warn("conntrack settings not applied", zap.Error(err))
+	}
 }
 
 // serve runs an HTTP server on addr until ctx is done. A bind failure is
@@ -366,6 +394,14 @@ func run(c *cli.Context) error {
 	}
 	if err := setOOMScoreAdj(c.Int("oom-score-adj")); err != nil {
 		log.Warn("OOM score not adjusted", zap.Error(err))
+	}
+	if c.Bool("init-only") {
+		// The privileged part of a start, for an init container.
+		if _, err := openKernel(log, settings); err != nil {
+			return fmt.Errorf("cannot run in IPVS mode: %w", err)
+		}
+		log.Info("kernel initialized (modules, sysctls, IPVS timeouts, conntrack); --init-only, exiting")
+		return nil
 	}
 	// The netlink ipset code reports every attribute it does not parse
 	// (bucketsize, initval: on every list) through the standard logger; that

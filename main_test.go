@@ -53,7 +53,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	if err := app.Run(args); err != nil || !ran {
 		t.Fatalf("ran %v, %v", ran, err)
 	}
-	if err := app.Run(append(args, "--init-only")); err == nil || !strings.Contains(err.Error(), "--init-only") {
-		t.Errorf("--init-only: %v, want it refused by name", err)
+	if err := app.Run(append(args, "--write-config-to=/tmp/x")); err == nil || !strings.Contains(err.Error(), "--write-config-to") {
+		t.Errorf("--write-config-to: %v, want it refused by name", err)
 	}
 }

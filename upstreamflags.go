@@ -23,19 +23,19 @@ func upstreamFlags() []cli.Flag {
 		&cli.IntFlag{Name: "oom-score-adj", Value: -999, Usage: "the process's oom_score_adj, [-1000, 1000]"},
 		&cli.StringFlag{Name: "logging-format", Value: "text", Usage: "log format: text or json"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
+		&cli.IntFlag{Name: "conntrack-max-per-core", Value: 32768, Usage: "conntrack entries per CPU (0 leaves the table size as is)"},
+		&cli.IntFlag{Name: "conntrack-min", Value: 131072, Usage: "conntrack entries at least, whatever the CPU count"},
+		&cli.BoolFlag{Name: "conntrack-tcp-be-liberal", Usage: "mark out-of-window TCP packets INVALID no more"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-close-wait", Value: time.Hour, Usage: "conntrack timeout of TCP in CLOSE_WAIT (0 leaves it)"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-established", Value: 24 * time.Hour, Usage: "conntrack timeout of idle established TCP (0 leaves it)"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout", Usage: "conntrack timeout of unreplied UDP (0 leaves it)"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout-stream", Usage: "conntrack timeout of assured UDP (0 leaves it)"},
 		&cli.BoolFlag{Name: "cleanup", Usage: "remove every kernel object of ours (virtual servers outside --ipvs-exclude-cidrs, kube-ipvs0, our ipsets and chains) and exit"},
+		&cli.BoolFlag{Name: "init-only", Usage: "do the privileged setup (modules, sysctls, IPVS timeouts, conntrack) and exit"},
 		// Not implemented yet: refused with a clear error rather than a normal run.
-		&cli.BoolFlag{Name: "init-only", Usage: "(not implemented yet) do the privileged setup and exit"},
 		&cli.StringFlag{Name: "write-config-to", Usage: "(not implemented yet) write the effective configuration to this file and exit"},
 		// Accepted, not applied yet: a Warning names each one given.
 		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "(not applied yet) the node's primary IP override"},
-		&cli.IntFlag{Name: "conntrack-max-per-core", Value: 32768, Usage: "(not applied yet)"},
-		&cli.IntFlag{Name: "conntrack-min", Value: 131072, Usage: "(not applied yet)"},
-		&cli.BoolFlag{Name: "conntrack-tcp-be-liberal", Usage: "(not applied yet)"},
-		&cli.DurationFlag{Name: "conntrack-tcp-timeout-close-wait", Value: time.Hour, Usage: "(not applied yet)"},
-		&cli.DurationFlag{Name: "conntrack-tcp-timeout-established", Value: 24 * time.Hour, Usage: "(not applied yet)"},
-		&cli.DurationFlag{Name: "conntrack-udp-timeout", Usage: "(not applied yet)"},
-		&cli.DurationFlag{Name: "conntrack-udp-timeout-stream", Usage: "(not applied yet)"},
 		&cli.StringFlag{Name: "feature-gates", Usage: "(not applied yet) key=value pairs"},
 		&cli.StringFlag{Name: "show-hidden-metrics-for-version", Usage: "(not applied yet)"},
 		// Of klog, other modes or other platforms: accepted and ignored.
@@ -54,11 +54,9 @@ func upstreamFlags() []cli.Flag {
 }
 
 var (
-	notImplemented = []string{"init-only", "write-config-to"}
-	notAppliedYet  = []string{"bind-address", "conntrack-max-per-core", "conntrack-min", "conntrack-tcp-be-liberal",
-		"conntrack-tcp-timeout-close-wait", "conntrack-tcp-timeout-established", "conntrack-udp-timeout",
-		"conntrack-udp-timeout-stream", "feature-gates", "show-hidden-metrics-for-version"}
-	ignoredFlags = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
+	notImplemented = []string{"write-config-to"}
+	notAppliedYet  = []string{"bind-address", "feature-gates", "show-hidden-metrics-for-version"}
+	ignoredFlags   = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
 		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )

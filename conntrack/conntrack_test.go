@@ -1,9 +1,11 @@
 package conntrack
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -35,5 +37,29 @@ func TestFilterMatchesOnlyFlowsAnsweredByOthers(t *testing.T) {
 		if got := f.MatchConntrackFlow(c.flow); got != c.match {
 			t.Errorf("%s: match %v, want %v", c.name, got, c.match)
 		}
+	}
+}
+
+func TestSettingsAsUpstream(t *testing.T) {
+	s := Settings{MaxPerCore: 32768, Min: 131072, TCPEstablished: 24 * time.Hour, TCPCloseWait: time.Hour}
+	got := s.Sysctls(2)
+	want := map[string]string{
+		"net/netfilter/nf_conntrack_max":                     "131072", // 2 cores × 32768 is below min
+		"net/netfilter/nf_conntrack_tcp_timeout_established": "86400",
+		"net/netfilter/nf_conntrack_tcp_timeout_close_wait":  "3600",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("sysctls %v, want %v", got, want)
+	}
+	if m := s.Max(8); m != 262144 {
+		t.Errorf("8 cores: max %d, want 262144", m)
+	}
+	if m := (Settings{Min: 131072}).Max(8); m != 0 {
+		t.Errorf("no max per core: max %d, want 0 (left as is)", m)
+	}
+	s = Settings{UDP: 30 * time.Second, UDPStream: 2 * time.Minute, TCPBeLiberal: true}
+	if got := s.Sysctls(2); got["net/netfilter/nf_conntrack_udp_timeout"] != "30" || got["net/netfilter/nf_conntrack_udp_timeout_stream"] != "120" ||
+		got["net/netfilter/nf_conntrack_tcp_be_liberal"] != "1" || len(got) != 3 {
+		t.Errorf("udp and liberal: %v", got)
 	}
 }

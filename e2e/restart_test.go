@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -218,7 +219,8 @@ func TestFlushedTablesRepaired(t *testing.T) {
 // TestCleanup: --cleanup, run twice with no apiserver, leaves nothing of
 // ours: no virtual server outside --ipvs-exclude-cidrs, no kube-ipvs0, no
 // KUBE- set, none of our chains or the jumps to them; kubelet's chain and
-// the excluded virtual server stay. Serial: it stops the shared proxier.
+// the excluded virtual server stay. Then --init-only makes the node-wide
+// settings and nothing else. Serial: it stops the shared proxier.
 func TestCleanup(t *testing.T) {
 	ourProxier(t)
 	const ns = "cleanup"
@@ -277,5 +279,17 @@ func TestCleanup(t *testing.T) {
 	}
 	if _, err := framework.Output("ip", "link", "show", "kube-ipvs0"); err == nil {
 		t.Error("kube-ipvs0 is still there")
+	}
+
+	// --init-only makes the node-wide settings, creates no object, exits.
+	out, err := exec.Command(env.Bin+"/kube-ipvs-proxy", "--init-only", "--conntrack-tcp-timeout-established", "2h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--init-only: %v:\n%s", err, out)
+	}
+	if v, _ := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established"); strings.TrimSpace(string(v)) != "7200" {
+		t.Errorf("--init-only left nf_conntrack_tcp_timeout_established at %q, want 7200", v)
+	}
+	if _, err := framework.Output("ip", "link", "show", "kube-ipvs0"); err == nil {
+		t.Error("--init-only created kube-ipvs0")
 	}
 }

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +16,17 @@ import (
 // TestKernelSettings: --ipvs-strict-arp sets arp_ignore and arp_announce,
 // so that a host on one of the node's links that ARPs for a Service VIP
 // itself gets no answer, while one routed through its gateway is served;
-// the --ipvs-*-timeout flags set IPVS's timeouts.
+// the --ipvs-*-timeout flags set IPVS's timeouts; the conntrack table is
+// sized and timed as upstream's defaults ask.
 func TestKernelSettings(t *testing.T) {
 	t.Parallel()
 	ourProxier(t)
-	for key, want := range map[string]string{"net/ipv4/conf/all/arp_ignore": "1", "net/ipv4/conf/all/arp_announce": "2"} {
+	// Conntrack as upstream's defaults ask: 32768 per CPU, at least 131072,
+	// established TCP 24 h, CLOSE_WAIT 1 h, and a hash of a quarter of that.
+	conntrackMax := max(32768*runtime.NumCPU(), 131072)
+	for key, want := range map[string]string{"net/ipv4/conf/all/arp_ignore": "1", "net/ipv4/conf/all/arp_announce": "2",
+		"net/netfilter/nf_conntrack_max": strconv.Itoa(conntrackMax), "net/netfilter/nf_conntrack_tcp_timeout_established": "86400",
+		"net/netfilter/nf_conntrack_tcp_timeout_close_wait": "3600"} {
 		got, err := os.ReadFile("/proc/sys/" + key)
 		if err != nil {
 			t.Fatal(err)
@@ -26,6 +34,10 @@ func TestKernelSettings(t *testing.T) {
 		if strings.TrimSpace(string(got)) != want {
 			t.Errorf("%s = %s, want %s", key, strings.TrimSpace(string(got)), want)
 		}
+	}
+	hash, err := os.ReadFile("/sys/module/nf_conntrack/parameters/hashsize")
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(hash))); err != nil || n < conntrackMax/4 {
+		t.Errorf("conntrack hash size %q (%v), want at least %d", hash, err, conntrackMax/4)
 	}
 	got, err := ipvs.GetTimeouts()
 	if err != nil {

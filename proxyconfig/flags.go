@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Flags is the command line the file fills in. A flag given there wins
@@ -66,6 +68,26 @@ func (f *File) Apply(flags Flags) (notApplied []string, err error) {
 	set("pod-bridge-interface", "detectLocal.bridgeInterface", c.DetectLocal.BridgeInterface)
 	set("pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", c.DetectLocal.InterfaceNamePrefix)
 	set("nodeport-addresses", "nodePortAddresses", strings.Join(c.NodePortAddresses, ","))
+	ct := c.Conntrack
+	number := func(n *int32) string {
+		if n == nil {
+			return ""
+		}
+		return strconv.Itoa(int(*n))
+	}
+	pointer := func(d *metav1.Duration) string {
+		if d == nil {
+			return ""
+		}
+		return d.Duration.String() // 0 given: leave the kernel's
+	}
+	set("conntrack-max-per-core", "conntrack.maxPerCore", number(ct.MaxPerCore))
+	set("conntrack-min", "conntrack.min", number(ct.Min))
+	set("conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", pointer(ct.TCPEstablishedTimeout))
+	set("conntrack-tcp-timeout-close-wait", "conntrack.tcpCloseWaitTimeout", pointer(ct.TCPCloseWaitTimeout))
+	set("conntrack-tcp-be-liberal", "conntrack.tcpBeLiberal", boolean(ct.TCPBeLiberal))
+	set("conntrack-udp-timeout", "conntrack.udpTimeout", duration(ct.UDPTimeout.Duration))
+	set("conntrack-udp-timeout-stream", "conntrack.udpStreamTimeout", duration(ct.UDPStreamTimeout.Duration))
 	return f.notApplied(), err
 }
 
@@ -85,9 +107,6 @@ func (f *File) notApplied() []string {
 	add(c.Logging.Format != "" && c.Logging.Format != "text", "logging.format")
 	add(c.BindAddress != "" && c.BindAddress != "0.0.0.0", "bindAddress")
 	add(c.OOMScoreAdj != nil, "oomScoreAdj")
-	ct := c.Conntrack
-	add(ct.MaxPerCore != nil || ct.Min != nil || ct.TCPEstablishedTimeout != nil || ct.TCPCloseWaitTimeout != nil ||
-		ct.TCPBeLiberal || ct.UDPTimeout.Duration != 0 || ct.UDPStreamTimeout.Duration != 0, "conntrack")
 	add(c.PortRange != "", "portRange")
 	add(c.ShowHiddenMetricsForVersion != "", "showHiddenMetricsForVersion")
 	return out

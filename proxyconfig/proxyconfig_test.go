@@ -143,9 +143,10 @@ func TestConfigFileUnknownAndOtherModeFields(t *testing.T) {
 	if !slices.Equal(f.Ignored, []string{"iptables.syncPeriod"}) {
 		t.Errorf("ignored %v: iptables.masqueradeAll applies to IPVS mode", f.Ignored)
 	}
-	fl := newFlags(nil, "masquerade-all")
+	fl := newFlags(nil, "masquerade-all", "conntrack-max-per-core")
 	notApplied, err := f.Apply(fl)
-	if err != nil || fl.get("masquerade-all") != "true" || !slices.Equal(notApplied, []string{"conntrack"}) {
-		t.Errorf("masquerade-all %q, not applied %v, %v", fl.get("masquerade-all"), notApplied, err)
+	if err != nil || fl.get("masquerade-all") != "true" || fl.get("conntrack-max-per-core") != "0" || len(notApplied) != 0 {
+		t.Errorf("masquerade-all %q, conntrack-max-per-core %q (0 given: leave the table), not applied %v, %v",
+			fl.get("masquerade-all"), fl.get("conntrack-max-per-core"), notApplied, err)
 	}
 }

@@ -1,0 +1,74 @@
+package conntrack
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Settings are the connection-tracking table's size and timeouts, as
+// kube-proxy's --conntrack-* flags give them. Zero leaves a value as the
+// kernel has it.
+type Settings struct {
+	MaxPerCore, Min                              int
+	TCPEstablished, TCPCloseWait, UDP, UDPStream time.Duration
+	TCPBeLiberal                                 bool
+}
+
+// Max is the table size kube-proxy asks for: MaxPerCore per CPU, at least
+// Min; 0 (leave it) without MaxPerCore.
+func (s Settings) Max(cpus int) int {
+	if s.MaxPerCore <= 0 {
+		return 0
+	}
+	return max(s.MaxPerCore*cpus, s.Min)
+}
+
+// Sysctls are the /proc/sys settings (relative paths) for s, as upstream
+// sets them.
+func (s Settings) Sysctls(cpus int) map[string]string {
+	out := map[string]string{}
+	if m := s.Max(cpus); m > 0 {
+		out["net/netfilter/nf_conntrack_max"] = strconv.Itoa(m)
+	}
+	seconds := func(key string, d time.Duration) {
+		if d > 0 {
+			out["net/netfilter/"+key] = strconv.Itoa(int(d.Seconds()))
+		}
+	}
+	seconds("nf_conntrack_tcp_timeout_established", s.TCPEstablished)
+	seconds("nf_conntrack_tcp_timeout_close_wait", s.TCPCloseWait)
+	seconds("nf_conntrack_udp_timeout", s.UDP)
+	seconds("nf_conntrack_udp_timeout_stream", s.UDPStream)
+	if s.TCPBeLiberal {
+		out["net/netfilter/nf_conntrack_tcp_be_liberal"] = "1"
+	}
+	return out
+}
+
+// hashSizePath is the conntrack module's hash table size parameter.
+const hashSizePath = "/sys/module/nf_conntrack/parameters/hashsize"
+
+// GrowHashTable makes the table's hash a quarter of its size, as upstream
+// does, when it is smaller: a table of max entries in too few buckets makes
+// long chains. A read-only /sys (a container without it mounted writable)
+// is an error that says so.
+func GrowHashTable(maxEntries int) error {
+	want := maxEntries / 4
+	if want <= 0 {
+		return nil
+	}
+	cur, err := os.ReadFile(hashSizePath)
+	if err != nil {
+		return fmt.Errorf("read conntrack hash size: %w", err)
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(cur))); err == nil && n >= want {
+		return nil
+	}
+	if err := os.WriteFile(hashSizePath, []byte(strconv.Itoa(want)), 0o644); err != nil {
+		return fmt.Errorf("set conntrack hash size %d (is /sys mounted read-only?): %w", want, err)
+	}
+	return nil
+}
