@@ -45,7 +45,8 @@ udpIdleTimeout: 250ms
 // TestConfigFile runs the proxier as kubeadm's DaemonSet does, from a
 // configuration file and --hostname-override alone: it programs the kernel
 // with the file's settings, names the unknown field in a Warning and an
-// Event. A file with a bad value stops it at once, naming the field.
+// Event. A file with a bad value stops it at once, naming the field. The
+// configuration of deploy/'s ConfigMap starts it too.
 // Serial: it replaces the shared proxier for a while.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
@@ -113,6 +114,25 @@ func TestConfigFile(t *testing.T) {
 		}
 		return fmt.Errorf("none in %v", events)
 	})
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// deploy/'s ConfigMap, with the DaemonSet's flags (and a kubeconfig
+	// for the in-cluster account the VM lacks), starts the proxier.
+	fromDeploy := filepath.Join(dir, "deploy.conf")
+	if err := os.WriteFile(fromDeploy, []byte(deployConfig(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	p, err = framework.Start(env, "kube-ipvs-proxy-deploy-config", filepath.Join(env.Bin, "kube-ipvs-proxy"),
+		"--config", fromDeploy, "--hostname-override", framework.NodeName, "--kubeconfig", env.Kubeconfig("proxy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.Stop(); err != nil { // later tests start the suite's own
 		t.Fatal(err)
 	}

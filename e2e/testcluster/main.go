@@ -143,7 +143,9 @@ func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
 		"--service-account-key-file="+filepath.Join(state, "sa.key"),
 		"--service-account-signing-key-file="+filepath.Join(state, "sa.key"),
 		"--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
-		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000")
+		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+		// As kubeadm: node agents such as a service proxy run privileged.
+		"--allow-privileged=true")
 	api.Stdout, api.Stderr = logf("kube-apiserver"), logf("kube-apiserver")
 	if err := api.Start(); err != nil {
 		return 0, fmt.Errorf("start kube-apiserver: %w", err)
