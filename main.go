@@ -38,6 +38,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
 
 // defaultCritical are the Services node agents need first: the apiserver and
@@ -367,9 +368,6 @@ func run(c *cli.Context) error {
 		fmt.Println("kube-ipvs-proxy", version())
 		return nil
 	}
-	if err := refuseNotImplemented(c); err != nil {
-		return err
-	}
 	file, notApplied, err := configFile(c)
 	if err != nil {
 		return err
@@ -389,6 +387,10 @@ func run(c *cli.Context) error {
 	}
 	defer func() { _ = log.Sync() }()
 	reportUpstreamFlags(c, log)
+	effective := proxyconfig.Effective(c)
+	if path := c.String("write-config-to"); path != "" {
+		return proxyconfig.Write(path, effective)
+	}
 	if c.Bool("cleanup") {
 		return cleanup(log, cfg.ExcludeCIDRs)
 	}
@@ -450,7 +452,15 @@ func run(c *cli.Context) error {
 	if err := serve(ctx, log, "healthz", c.String("healthz-bind-address"), hard, health.Handler()); err != nil {
 		return err
 	}
-	extra := map[string]http.Handler{"/healthz": health.Handler(), "/livez": health.Handler()}
+	configz, err := proxyconfig.Configz(effective)
+	if err != nil {
+		return err
+	}
+	extra := map[string]http.Handler{"/healthz": health.Handler(), "/livez": health.Handler(),
+		"/configz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(configz)
+		})}
 	if c.Bool("profiling") {
 		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
 		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
 
 // upstreamV134Flags are the flags `kube-proxy --help` of v1.34 lists.
@@ -40,20 +44,25 @@ func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
 }
 
 // TestUpstreamFlagsParse: a kubeadm-style command line with flags of every
-// kind parses, and the not-implemented ones stop the run.
+// kind parses, and the effective configuration written from it holds them.
 func TestUpstreamFlagsParse(t *testing.T) {
-	var ran bool
+	out := filepath.Join(t.TempDir(), "effective.yaml")
 	app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
-		ran = true
-		return refuseNotImplemented(c)
+		return proxyconfig.Write(c.String("write-config-to"), proxyconfig.Effective(c))
 	}}
-	args := []string{"kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node-1",
-		"--conntrack-max-per-core=0", "--feature-gates=A=true", "--iptables-localhost-nodeports=false",
-		"--kube-api-qps=50", "--v=2", "--vmodule=proxier=4"}
-	if err := app.Run(args); err != nil || !ran {
-		t.Fatalf("ran %v, %v", ran, err)
+	args := []string{"kube-proxy", "--hostname-override=node-1", "--conntrack-max-per-core=0",
+		"--feature-gates=A=true", "--iptables-localhost-nodeports=false", "--kube-api-qps=50", "--v=2",
+		"--vmodule=proxier=4", "--ipvs-exclude-cidrs=10.0.0.0/8,192.168.0.0/16", "--write-config-to=" + out}
+	if err := app.Run(args); err != nil {
+		t.Fatal(err)
 	}
-	if err := app.Run(append(args, "--write-config-to=/tmp/x")); err == nil || !strings.Contains(err.Error(), "--write-config-to") {
-		t.Errorf("--write-config-to: %v, want it refused by name", err)
+	f, err := proxyconfig.Load(out)
+	if err != nil {
+		t.Fatalf("what --write-config-to wrote does not load: %v", err)
+	}
+	c := f.Config
+	if c.HostnameOverride != "node-1" || *c.Conntrack.MaxPerCore != 0 || c.ClientConnection.QPS != 50 ||
+		len(c.IPVS.ExcludeCIDRs) != 2 || c.IPVS.SyncPeriod.Duration != 30*time.Second || len(f.Unknown) != 0 {
+		t.Errorf("written configuration %+v, unknown %v", c, f.Unknown)
 	}
 }

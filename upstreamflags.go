@@ -32,8 +32,7 @@ func upstreamFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "conntrack-udp-timeout-stream", Usage: "conntrack timeout of assured UDP (0 leaves it)"},
 		&cli.BoolFlag{Name: "cleanup", Usage: "remove every kernel object of ours (virtual servers outside --ipvs-exclude-cidrs, kube-ipvs0, our ipsets and chains) and exit"},
 		&cli.BoolFlag{Name: "init-only", Usage: "do the privileged setup (modules, sysctls, IPVS timeouts, conntrack) and exit"},
-		// Not implemented yet: refused with a clear error rather than a normal run.
-		&cli.StringFlag{Name: "write-config-to", Usage: "(not implemented yet) write the effective configuration to this file and exit"},
+		&cli.StringFlag{Name: "write-config-to", Usage: "write the effective configuration to this file as a KubeProxyConfiguration and exit"},
 		// Accepted, not applied yet: a Warning names each one given.
 		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "(not applied yet) the node's primary IP override"},
 		&cli.StringFlag{Name: "feature-gates", Usage: "(not applied yet) key=value pairs"},
@@ -54,23 +53,11 @@ func upstreamFlags() []cli.Flag {
 }
 
 var (
-	notImplemented = []string{"write-config-to"}
-	notAppliedYet  = []string{"bind-address", "feature-gates", "show-hidden-metrics-for-version"}
-	ignoredFlags   = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
+	notAppliedYet = []string{"bind-address", "feature-gates", "show-hidden-metrics-for-version"}
+	ignoredFlags  = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
 		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )
-
-// refuseNotImplemented stops a run asked for something the proxier cannot
-// do yet, rather than doing a normal run instead.
-func refuseNotImplemented(c *cli.Context) error {
-	for _, name := range notImplemented {
-		if c.IsSet(name) {
-			return fmt.Errorf("--%s is not implemented yet", name)
-		}
-	}
-	return nil
-}
 
 // reportUpstreamFlags names, in one line each, the flags given that are
 // not applied.

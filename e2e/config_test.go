@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,5 +136,32 @@ func TestConfigFile(t *testing.T) {
 	}
 	if err := p.Stop(); err != nil { // later tests start the suite's own
 		t.Fatal(err)
+	}
+}
+
+// TestWrittenConfigLoadsInUpstream: what --write-config-to writes, upstream
+// kube-proxy v1.34 loads strictly and validates; /configz serves the same
+// configuration.
+func TestWrittenConfigLoadsInUpstream(t *testing.T) {
+	t.Parallel()
+	ourProxier(t)
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "ours.yaml")
+	out, err := exec.Command(filepath.Join(env.Bin, "kube-ipvs-proxy"), append([]string{"--write-config-to", ours,
+		"--hostname-override", framework.NodeName, "--kubeconfig", env.Kubeconfig("proxy")}, proxierFlags...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("--write-config-to: %v:\n%s", err, out)
+	}
+	out, err = exec.Command(filepath.Join(env.KBin, "kube-proxy"), "--config", ours, "--write-config-to", filepath.Join(dir, "upstream.yaml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("upstream kube-proxy refused our configuration: %v:\n%s", err, out)
+	}
+	if strings.Contains(string(out), "strict") || strings.Contains(string(out), "unknown field") {
+		t.Errorf("upstream kube-proxy loaded our configuration leniently:\n%s", out)
+	}
+
+	status, body := get(t, "http://127.0.0.1:10249/configz")
+	if status != 200 || !strings.Contains(body, `"kubeproxy.config.k8s.io"`) || !strings.Contains(body, `"strictARP":true`) {
+		t.Errorf("/configz: %d %s", status, body)
 	}
 }
