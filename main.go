@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
@@ -245,13 +245,14 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 
 // kernelSettings are the node-wide IPVS settings made once at start-up.
 type kernelSettings struct {
+	scheduler string // the node's, whose module must be there
 	strictARP bool
 	timeouts  ipvs.Timeouts
 	conntrack conntrack.Settings
 }
 
 func kernelConfig(c *cli.Context) (kernelSettings, error) {
-	k := kernelSettings{strictARP: c.Bool("ipvs-strict-arp"), timeouts: ipvs.Timeouts{
+	k := kernelSettings{scheduler: cmp.Or(c.String("ipvs-scheduler"), "rr"), strictARP: c.Bool("ipvs-strict-arp"), timeouts: ipvs.Timeouts{
 		TCP: c.Duration("ipvs-tcp-timeout"), TCPFin: c.Duration("ipvs-tcpfin-timeout"), UDP: c.Duration("ipvs-udp-timeout")},
 		conntrack: conntrack.Settings{MaxPerCore: c.Int("conntrack-max-per-core"), Min: c.Int("conntrack-min"),
 			TCPEstablished: c.Duration("conntrack-tcp-timeout-established"), TCPCloseWait: c.Duration("conntrack-tcp-timeout-close-wait"),
@@ -277,15 +278,8 @@ func kernelConfig(c *cli.Context) (kernelSettings, error) {
 // and makes the node-wide settings. A timeout the kernel refuses is logged,
 // not fatal, as upstream: the proxier works with the kernel's own.
 func openKernel(log *zap.Logger, settings kernelSettings) (proxier.Kernel, error) {
-	for _, m := range []string{"ip_vs", "ip_set", "dummy"} {
-		// A loaded (or built-in) module is in /sys/module: no process to
-		// start, which costs ~0.15 s each in the emulated test VM.
-		if _, err := os.Stat("/sys/module/" + m); err == nil {
-			continue
-		}
-		if err := exec.Command("modprobe", m).Run(); err != nil {
-			log.Debug("modprobe failed; assuming built in or loaded", zap.String("module", m), zap.Error(err))
-		}
+	if err := requireModules(log, hostModules(), settings.scheduler); err != nil {
+		return proxier.Kernel{}, err
 	}
 	k, err := proxier.NewKernel()
 	if err != nil {

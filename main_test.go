@@ -1,12 +1,14 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
@@ -64,5 +66,32 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	if c.HostnameOverride != "node-1" || *c.Conntrack.MaxPerCore != 0 || c.ClientConnection.QPS != 50 ||
 		len(c.IPVS.ExcludeCIDRs) != 2 || c.IPVS.SyncPeriod.Duration != 30*time.Second || len(f.Unknown) != 0 {
 		t.Errorf("written configuration %+v, unknown %v", c, f.Unknown)
+	}
+}
+
+func TestModulesLoadedOrBuiltIn(t *testing.T) {
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "module")
+	if err := os.MkdirAll(filepath.Join(sys, "ip_vs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	builtin := filepath.Join(dir, "modules.builtin")
+	if err := os.WriteFile(builtin, []byte("kernel/net/netfilter/ipvs/ip_vs_rr.ko\nkernel/net/netfilter/ipset/ip_set.ko\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := moduleSource{sysModule: sys, builtin: builtin}
+	for m, want := range map[string]bool{"ip_vs": true, "ip_vs_rr": true, "ip_set": true, "ip_vs_sh": false, "dummy": false} {
+		if got := s.available(m); got != want {
+			t.Errorf("%s available %v, want %v", m, got, want)
+		}
+	}
+	// modprobe cannot load anything from this source's point of view: the
+	// refusal names what is missing and how to load it.
+	err := requireModules(zap.NewNop(), s, "sh")
+	if err == nil || !strings.Contains(err.Error(), "ip_vs_sh, dummy") || !strings.Contains(err.Error(), "modprobe ip_vs_sh dummy") {
+		t.Errorf("error %v", err)
+	}
+	if err := requireModules(zap.NewNop(), moduleSource{sysModule: sys, builtin: builtin + ".none"}, "rr"); err == nil {
+		t.Error("no ip_vs_rr, yet no refusal")
 	}
 }
