@@ -42,7 +42,16 @@ func (f *File) Apply(flags Flags) (notApplied []string, err error) {
 		}
 		return "true"
 	}
-	set("kubeconfig", "clientConnection.kubeconfig", c.ClientConnection.Kubeconfig)
+	cc := c.ClientConnection
+	set("kubeconfig", "clientConnection.kubeconfig", cc.Kubeconfig)
+	if cc.QPS != 0 {
+		set("kube-api-qps", "clientConnection.qps", strconv.FormatFloat(float64(cc.QPS), 'f', -1, 32))
+	}
+	if cc.Burst != 0 {
+		set("kube-api-burst", "clientConnection.burst", strconv.Itoa(int(cc.Burst)))
+	}
+	set("kube-api-content-type", "clientConnection.contentType", cc.ContentType)
+	set("logging-format", "logging.format", c.Logging.Format)
 	set("hostname-override", "hostnameOverride", c.HostnameOverride)
 	set("proxy-mode", "mode", string(c.Mode))
 	set("healthz-bind-address", "healthzBindAddress", c.HealthzBindAddress)
@@ -68,13 +77,14 @@ func (f *File) Apply(flags Flags) (notApplied []string, err error) {
 	set("pod-bridge-interface", "detectLocal.bridgeInterface", c.DetectLocal.BridgeInterface)
 	set("pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", c.DetectLocal.InterfaceNamePrefix)
 	set("nodeport-addresses", "nodePortAddresses", strings.Join(c.NodePortAddresses, ","))
-	ct := c.Conntrack
 	number := func(n *int32) string {
 		if n == nil {
 			return ""
 		}
 		return strconv.Itoa(int(*n))
 	}
+	set("oom-score-adj", "oomScoreAdj", number(c.OOMScoreAdj))
+	ct := c.Conntrack
 	pointer := func(d *metav1.Duration) string {
 		if d == nil {
 			return ""
@@ -101,12 +111,9 @@ func (f *File) notApplied() []string {
 			out = append(out, name)
 		}
 	}
-	cc := c.ClientConnection
-	add(cc.QPS != 0 || cc.Burst != 0 || cc.ContentType != "" || cc.AcceptContentTypes != "", "clientConnection (qps, burst, content types)")
+	add(c.ClientConnection.AcceptContentTypes != "", "clientConnection.acceptContentTypes")
 	add(len(c.FeatureGates) > 0, "featureGates")
-	add(c.Logging.Format != "" && c.Logging.Format != "text", "logging.format")
 	add(c.BindAddress != "" && c.BindAddress != "0.0.0.0", "bindAddress")
-	add(c.OOMScoreAdj != nil, "oomScoreAdj")
 	add(c.PortRange != "", "portRange")
 	add(c.ShowHiddenMetricsForVersion != "", "showHiddenMetricsForVersion")
 	return out

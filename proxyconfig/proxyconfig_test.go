@@ -130,6 +130,25 @@ func TestConfigFileErrorsNameTheField(t *testing.T) {
 	}
 }
 
+func TestConfigFileClientLoggingAndOOMFields(t *testing.T) {
+	f, err := Parse([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n" +
+		"clientConnection:\n  qps: 50\n  burst: 100\n  contentType: application/json\nlogging:\n  format: json\noomScoreAdj: -500\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := newFlags(nil, "kube-api-qps", "kube-api-burst", "kube-api-content-type", "logging-format", "oom-score-adj")
+	notApplied, err := f.Apply(fl)
+	if err != nil || len(notApplied) != 0 {
+		t.Fatalf("not applied %v, %v", notApplied, err)
+	}
+	for name, want := range map[string]string{"kube-api-qps": "50", "kube-api-burst": "100", "kube-api-content-type": "application/json",
+		"logging-format": "json", "oom-score-adj": "-500"} {
+		if got := fl.get(name); got != want {
+			t.Errorf("--%s = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestConfigFileUnknownAndOtherModeFields(t *testing.T) {
 	f, err := Parse([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n" +
 		"ipvs:\n  schedular: sh\nudpIdleTimeout: 250ms\niptables:\n  syncPeriod: 10s\n  masqueradeAll: true\nconntrack:\n  maxPerCore: 0\n"))
