@@ -139,13 +139,14 @@ func TestDriftRepair(t *testing.T) {
 	vip := ap("10.96.22.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "drift-a", 2, 30*time.Second)
 
-	// After three drift checks (one every 5 s; the first writes the glue
+	// After three drift checks (one every 5 s, slower while the suite runs
+	// in parallel; the first writes the glue
 	// again to read it back), a proxier that misread its own iptables
 	// chains would have rewritten them.
 	// Serial tests before this one may have made it rewrite them.
 	const rewrote = "iptables chains changed outside the proxier; rewrote them"
 	rewrites, checks := countLogLines(t, p, rewrote), countLogLines(t, p, `"full": true`)
-	eventually(t, "three drift checks", 20*time.Second, func() error {
+	eventually(t, "three drift checks", time.Minute, func() error {
 		if n := countLogLines(t, p, `"full": true`) - checks; n < 3 {
 			return fmt.Errorf("%d so far", n)
 		}

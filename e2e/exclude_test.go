@@ -34,7 +34,7 @@ func TestExcludedCIDRsLeftAlone(t *testing.T) {
 		_ = exec.Command("ip", "addr", "del", theirs.String()+"/32", "dev", "kube-ipvs0").Run()
 	})
 	checks := countLogLines(t, p, `"full": true`)
-	eventually(t, "two drift checks", 20*time.Second, func() error {
+	eventually(t, "two drift checks", time.Minute, func() error {
 		if n := countLogLines(t, p, `"full": true`); n < checks+2 {
 			return fmt.Errorf("%d so far", n-checks)
 		}
