@@ -140,10 +140,9 @@ func TestDriftRepair(t *testing.T) {
 	waitAnswerSet(t, client.HTTP, vip, "drift-a", 2, 30*time.Second)
 
 	// After three drift checks (one every 5 s, slower while the suite runs
-	// in parallel; the first writes the glue
-	// again to read it back), a proxier that misread its own iptables
-	// chains would have rewritten them.
-	// Serial tests before this one may have made it rewrite them.
+	// in parallel; the first writes the glue again to read it back), a
+	// proxier that misread its own iptables chains would have rewritten
+	// them. Serial tests before this one may have made it rewrite them.
 	const rewrote = "iptables chains changed outside the proxier; rewrote them"
 	rewrites, checks := countLogLines(t, p, rewrote), countLogLines(t, p, `"full": true`)
 	eventually(t, "three drift checks", time.Minute, func() error {
