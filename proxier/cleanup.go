@@ -53,7 +53,7 @@ func Cleanup(k CleanupKernel, excluded []netip.Prefix) error {
 		errs = append(errs, k.Link.DeleteLink())
 	}
 	if k.Sets != nil {
-		for _, s := range append(ipv4Sets[:len(ipv4Sets):len(ipv4Sets)], ipv6Sets()...) {
+		for _, s := range allSets() {
 			errs = append(errs, k.Sets.Destroy(s.Name))
 		}
 	}

@@ -45,7 +45,7 @@ func (r *reconciler) ensureCapacity(set string, more int) error {
 
 // setDefinition is the named set as the proxier creates it.
 func setDefinition(name string) (ipset.Set, bool) {
-	for _, s := range append(ipv4Sets[:len(ipv4Sets):len(ipv4Sets)], ipv6Sets()...) {
+	for _, s := range allSets() {
 		if s.Name == name {
 			return s, true
 		}

@@ -235,7 +235,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 	}
 	sets := ipv4Sets
 	if p.cfg.IPv6Capable {
-		sets = append(append([]ipset.Set(nil), ipv4Sets...), ipv6Sets()...)
+		sets = allSets()
 	}
 	for _, s := range sets {
 		if err := p.kernel.Sets.EnsureSet(s); err != nil {

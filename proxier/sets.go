@@ -64,6 +64,11 @@ func ipv6SetName(name string) string {
 	return n
 }
 
+// allSets are ipv4Sets and their IPv6 twins, in a new slice.
+func allSets() []ipset.Set {
+	return append(append([]ipset.Set(nil), ipv4Sets...), ipv6Sets()...)
+}
+
 // ipv6Sets are the IPv6 twins of ipv4Sets. Upstream kube-proxy runs
 // dual-stack on any kernel with IPv6 and creates them even for IPv4-only
 // clusters; we create them too so that node state is the same.
