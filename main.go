@@ -245,6 +245,7 @@ func restConfig(c *cli.Context) (*rest.Config, error) {
 
 // kernelSettings are the node-wide IPVS settings made once at start-up.
 type kernelSettings struct {
+	ipv6      bool   // the node has IPv6: ip6tables is needed too
 	scheduler string // the node's, whose module must be there
 	strictARP bool
 	timeouts  ipvs.Timeouts
@@ -281,7 +282,7 @@ func openKernel(log *zap.Logger, settings kernelSettings) (proxier.Kernel, error
 	if err := requireModules(log, hostModules(), settings.scheduler); err != nil {
 		return proxier.Kernel{}, err
 	}
-	k, err := proxier.NewKernel()
+	k, err := proxier.NewKernel(settings.ipv6)
 	if err != nil {
 		return k, err
 	}
@@ -390,6 +391,10 @@ func run(c *cli.Context) error {
 	}
 	if err := setOOMScoreAdj(c.Int("oom-score-adj")); err != nil {
 		log.Warn("OOM score not adjusted", zap.Error(err))
+	}
+	settings.ipv6 = cfg.IPv6Capable
+	if !cfg.IPv6Capable {
+		log.Info("this node has no IPv6 (no /proc/net/if_inet6): IPv6 Services and endpoints are ignored")
 	}
 	if c.Bool("init-only") {
 		// The privileged part of a start, for an init container.

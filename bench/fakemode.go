@@ -44,11 +44,11 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	// thousand objects to build, which is not what this mode measures.
 	client := fake.NewSimpleClientset(objs...) //nolint:staticcheck
 
-	kern, err := proxier.NewKernel()
+	_, v6 := os.Stat("/proc/net/if_inet6")
+	kern, err := proxier.NewKernel(v6 == nil)
 	if err != nil {
 		return nil, err
 	}
-	_, v6 := os.Stat("/proc/net/if_inet6")
 	cfg := proxier.Config{NodeName: framework.NodeName, SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second,
 		MasqueradeBit: 14, IPv6Capable: v6 == nil, CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}}
 	m := metrics.New()

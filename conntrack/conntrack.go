@@ -22,8 +22,9 @@ type Stale struct {
 
 // Interface deletes stale flows.
 type Interface interface {
-	// Clear deletes the entries of every stale flow given, with one pass
-	// over the table, and says how many it deleted.
+	// Clear deletes the entries of every stale flow given, all of one
+	// family, with one pass over that family's table, and says how many
+	// it deleted.
 	Clear(stale []Stale) (int, error)
 }
 
@@ -34,7 +35,11 @@ func (Netlink) Clear(stale []Stale) (int, error) {
 	if len(stale) == 0 {
 		return 0, nil
 	}
-	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, newFilter(stale))
+	var fam netlink.InetFamily = unix.AF_INET
+	if stale[0].VIP.Addr().Is6() {
+		fam = unix.AF_INET6
+	}
+	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, newFilter(stale))
 	return int(n), err
 }
 

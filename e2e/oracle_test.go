@@ -218,7 +218,7 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 	}
 	// Both states are kept with the logs, to read when they differ.
 	for name, st := range map[string]framework.State{"upstream": want, "ours": got} {
-		text := strings.Join([]string{st.IPVS, st.IPSets, st.Addresses, st.IPTables}, "\n")
+		text := strings.Join([]string{st.IPVS, st.IPSets, st.Addresses, st.IPTables, st.IP6Tables}, "\n")
 		_ = os.WriteFile(filepath.Join(env.Artifacts, "oracle-"+name+".txt"), []byte(text), 0o644)
 	}
 	if !strings.Contains(want.IPVS, "10.96.10.10:80") || !strings.Contains(want.IPVS, "10.0.2.15:30088") {
@@ -229,6 +229,7 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		{"ipset save", want.IPSets, got.IPSets},
 		{"kube-ipvs0 addresses", want.Addresses, got.Addresses},
 		{"iptables-save", want.IPTables, got.IPTables},
+		{"ip6tables-save", want.IP6Tables, got.IP6Tables},
 	} {
 		if c.want != c.got {
 			t.Errorf("%s differs from upstream kube-proxy's\n%s", c.what, lineDiff(c.want, c.got))

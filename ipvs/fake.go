@@ -140,7 +140,7 @@ func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
 	f.TableReads++
 	var keys []Key
 	for k := range f.servers {
-		if !f.TableMisses[k] && k.Address.Is4() {
+		if !f.TableMisses[k] {
 			keys = append(keys, k)
 		}
 	}

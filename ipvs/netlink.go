@@ -62,7 +62,7 @@ func (n *Netlink) Close() {
 	}
 }
 
-// AllRealServers reads every IPv4 virtual server's real servers from
+// AllRealServers reads every virtual server's real servers from
 // /proc/net/ip_vs in one pass (see TableReader).
 func (n *Netlink) AllRealServers() (map[Key][]RealServer, error) {
 	if n.table == nil {

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -11,8 +12,8 @@ import (
 // procTablePath lists this network namespace's IPVS table as text.
 const procTablePath = "/proc/net/ip_vs"
 
-// ParseProcTable parses the format of /proc/net/ip_vs. IPv6 and
-// firewall-mark virtual servers are skipped. Virtual servers without real
+// ParseProcTable parses the format of /proc/net/ip_vs. Firewall-mark
+// virtual servers are skipped. Virtual servers without real
 // servers map to an empty list.
 func ParseProcTable(r io.Reader) (map[Key][]RealServer, error) {
 	t := map[Key][]RealServer{}
@@ -30,7 +31,7 @@ func ParseProcTable(r io.Reader) (map[Key][]RealServer, error) {
 			cur = nil
 			ap, ok := parseHexAddrPort(f[1])
 			if !ok {
-				continue // IPv6
+				continue
 			}
 			k := Key{Address: ap.Addr(), Protocol: Protocol(f[0]), Port: ap.Port()}
 			t[k] = []RealServer{}
@@ -99,24 +100,43 @@ func atoi(b []byte) (int, bool) {
 	return n, true
 }
 
-// parseHexAddrPort reads an IPv4 "0A600001:01BB".
+// parseHexAddrPort reads an IPv4 "0A600001:01BB" or an IPv6
+// "[fd00:0010:0096:0000:0000:0000:0000:4210]:01BB".
 func parseHexAddrPort(s []byte) (netip.AddrPort, bool) {
-	if len(s) < 10 || s[8] != ':' {
+	var addr netip.Addr
+	var rest []byte
+	switch {
+	case len(s) > 2 && s[0] == '[':
+		end := bytes.Index(s, []byte("]:"))
+		if end < 0 {
+			return netip.AddrPort{}, false
+		}
+		a, err := netip.ParseAddr(string(s[1:end]))
+		if err != nil || !a.Is6() {
+			return netip.AddrPort{}, false
+		}
+		addr, rest = a, s[end+2:]
+	case len(s) >= 10 && s[8] == ':':
+		var a [4]byte
+		if _, err := hex.Decode(a[:], s[:8]); err != nil {
+			return netip.AddrPort{}, false
+		}
+		addr, rest = netip.AddrFrom4(a), s[9:]
+	default:
 		return netip.AddrPort{}, false
 	}
-	var a [4]byte
-	if _, err := hex.Decode(a[:], s[:8]); err != nil {
+	if len(rest) == 0 {
 		return netip.AddrPort{}, false
 	}
 	var port uint64
-	for _, c := range s[9:] {
+	for _, c := range rest {
 		d, ok := hexDigit(c)
 		if !ok || port > 0xfff {
 			return netip.AddrPort{}, false
 		}
 		port = port<<4 | uint64(d)
 	}
-	return netip.AddrPortFrom(netip.AddrFrom4(a), uint16(port)), true
+	return netip.AddrPortFrom(addr, uint16(port)), true
 }
 
 func hexDigit(c byte) (byte, bool) {

@@ -38,6 +38,7 @@ FWM  00000001 rr
 		key("10.96.0.1:443", TCP): {rs("10.0.2.100:6443", 1, 2, 3)},
 		key("10.96.1.10:53", UDP): {rs("10.128.0.1:53", 0, 0, 0), rs("10.128.0.2:53", 1, 0, 0)},
 		key("10.96.1.11:80", TCP): {},
+		key("[fd00::1]:80", TCP):  {rs("[fd00::2]:80", 1, 0, 0)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parsed\n%v\nwant\n%v", got, want)

@@ -31,7 +31,7 @@ type Metrics struct {
 	KernelOpsTotal             prometheus.Counter
 	FailedObjects              *prometheus.GaugeVec
 	NoLocalEndpoints           *prometheus.GaugeVec
-	ConntrackDeleted           prometheus.Counter
+	ConntrackDeleted           *prometheus.CounterVec
 }
 
 func New() *Metrics {
@@ -73,14 +73,13 @@ func New() *Metrics {
 			Name: "sync_proxy_rules_no_local_endpoints_total",
 			Help: "Services whose Local traffic policy drops traffic: they have endpoints, none on this node"}, []string{"traffic_policy"}),
 	}
-	// Upstream's name and label; IPv4 is the only family programmed.
-	conntrackDeleted := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
+	// Upstream's name and label ("IPv4", "IPv6").
+	m.ConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
 		Name: "reconcile_conntrack_flows_deleted_entries_total", Help: "Conntrack entries of stale UDP flows deleted"}, []string{"ip_family"})
-	m.ConntrackDeleted = conntrackDeleted.WithLabelValues("IPv4")
 	m.Registry.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration,
 		m.LastSyncTimestamp, m.LastQueuedTimestamp, m.ServiceChangesPending, m.EndpointChangesPending,
 		m.ServiceChangesTotal, m.EndpointChangesTotal, m.SyncFailuresTotal, m.IPTablesRestoreFailures, m.KernelOpsTotal, m.FailedObjects,
-		m.NoLocalEndpoints, conntrackDeleted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.NoLocalEndpoints, m.ConntrackDeleted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

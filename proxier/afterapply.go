@@ -46,13 +46,15 @@ func (p *Proxier) syncHealthChecks() {
 // loop-back rule came a moment late was never masqueraded. Rules of sets
 // that empty go after the apply, in syncGlue.
 func (p *Proxier) syncGlueAhead() {
-	in, grew := p.glue.grow(p.setsInUse)
-	if !grew || !p.glue.use(in) {
-		return
-	}
-	if _, err := p.glue.ensure(false); err != nil {
-		p.metrics.IPTablesRestoreFailures.Inc()
-		p.recordSetup(err)
+	for _, g := range p.glues {
+		in, grew := g.grow(p.setsInUse)
+		if !grew || !g.use(in) {
+			continue
+		}
+		if _, err := g.ensure(false); err != nil {
+			p.metrics.IPTablesRestoreFailures.Inc()
+			p.recordSetup(err)
+		}
 	}
 }
 
@@ -68,17 +70,24 @@ func (p *Proxier) syncGlue() {
 		slices.SortFunc(p.blocked, func(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) })
 		p.blockedDirty = false
 	}
-	inUse := map[string]bool{}
-	for _, s := range glueSets() {
-		if p.setsInUse[s] {
-			inUse[s] = true
+	for _, g := range p.glues {
+		in := glueInput{inUse: map[string]bool{}, podCIDR: p.nodeIPs.current.podCIDR[g.fam]}
+		for _, s := range glueSets() {
+			if p.setsInUse[g.fam.set(s)] {
+				in.inUse[s] = true
+			}
 		}
-	}
-	if !p.glue.use(glueInput{inUse: inUse, nodeBlocked: p.blocked, podCIDR: p.nodeIPs.current.podCIDR}) {
-		return
-	}
-	if _, err := p.glue.ensure(false); err != nil {
-		p.metrics.IPTablesRestoreFailures.Inc()
-		p.recordSetup(err)
+		for _, e := range p.blocked {
+			if g.fam.holds(e.IP) {
+				in.nodeBlocked = append(in.nodeBlocked, e)
+			}
+		}
+		if !g.use(in) {
+			continue
+		}
+		if _, err := g.ensure(false); err != nil {
+			p.metrics.IPTablesRestoreFailures.Inc()
+			p.recordSetup(err)
+		}
 	}
 }

@@ -302,10 +302,22 @@ func (r *reconciler) clearStaleFlows() {
 		r.staleFlows = nil
 		return
 	}
-	n, err := r.conntrack.Clear(r.staleFlows)
-	r.conntrackCleared += n
-	if err != nil {
-		r.conntrackErr = fmt.Errorf("delete conntrack entries of %d UDP virtual servers: %w", len(r.staleFlows), err)
+	// One pass over each family's table, for its flows alone.
+	for _, fam := range families {
+		var stale []conntrack.Stale
+		for _, s := range r.staleFlows {
+			if fam.holds(s.VIP.Addr()) {
+				stale = append(stale, s)
+			}
+		}
+		if len(stale) == 0 {
+			continue
+		}
+		n, err := r.conntrack.Clear(stale)
+		r.conntrackCleared[fam] += n
+		if err != nil {
+			r.conntrackErr = fmt.Errorf("delete conntrack entries of %d %s UDP virtual servers: %w", len(stale), fam, err)
+		}
 	}
 	r.staleFlows = nil
 }

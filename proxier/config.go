@@ -37,8 +37,10 @@ type Config struct {
 	// address with NodePortPrimary; neither means every address.
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
-	// IPv6Capable says the kernel has IPv6, so the KUBE-6- ipsets are
-	// created as upstream does. IPv6 Services are not programmed yet.
+	// IPv6Capable says the node has IPv6 (the kernel, and ip6tables in
+	// Kernel): IPv6 Services are programmed, and the KUBE-6- ipsets and
+	// ip6tables chains are created even without any, as upstream does.
+	// Without it IPv6 Services are skipped, each with a problem.
 	IPv6Capable bool
 	// CriticalServices are programmed before all others in a sync, so
 	// that they answer early in a long cold start.
@@ -57,11 +59,11 @@ const (
 )
 
 // notLocal is the iptables match for traffic not from this node's pods, as
-// upstream's local traffic detector writes it; empty when it cannot tell
-// (no cluster CIDR, or no pod CIDR on the Node yet). Only the first IPv4
-// cluster CIDR counts, as upstream: a match per CIDR would send every
-// packet to the masquerade mark through one rule or the other.
-func (c *Config) notLocal(podCIDR netip.Prefix) string {
+// upstream's local traffic detector writes it for a family; empty when it
+// cannot tell (no cluster CIDR, or no pod CIDR on the Node yet). Only the
+// family's first cluster CIDR counts, as upstream: a match per CIDR would
+// send every packet to the masquerade mark through one rule or the other.
+func (c *Config) notLocal(fam ipFamily, podCIDR netip.Prefix) string {
 	switch c.DetectLocal {
 	case DetectNodeCIDR:
 		if podCIDR.IsValid() {
@@ -73,7 +75,7 @@ func (c *Config) notLocal(podCIDR netip.Prefix) string {
 		return "! -i " + c.LocalInterface + "+"
 	default:
 		for _, p := range c.ClusterCIDRs {
-			if p.Addr().Is4() {
+			if fam.holds(p.Addr()) {
 				return "! -s " + p.String()
 			}
 		}

@@ -47,7 +47,7 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	if len(ct.cleared) != 1 || len(ct.cleared[0]) != 1 || !equalStale(ct.cleared[0][0], want) {
 		t.Fatalf("cleared %v, want one pass for %v", ct.cleared, want)
 	}
-	if got := r.takeWork().conntrackCleared; got != 1 {
+	if got := r.takeWork().conntrackCleared[ipv4]; got != 1 {
 		t.Errorf("work counts %d cleared entries, want 1", got)
 	}
 

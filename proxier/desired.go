@@ -53,13 +53,12 @@ func (e setEntry) String() string { return e.set + " " + e.entry.String() }
 // (bad input never stops the rest of the Service from being programmed).
 func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, node nodeAddrs) (serviceState, []string) {
 	var st serviceState
-	var problems []string
 	if svc == nil || !programsClusterIP(svc) {
 		return st, nil
 	}
-	clusterIP, err := netip.ParseAddr(svc.Spec.ClusterIP)
-	if err != nil || !clusterIP.Is4() {
-		return st, []string{fmt.Sprintf("cluster IP %q is not an IPv4 address; service skipped", svc.Spec.ClusterIP)}
+	clusterIPs, problems := clusterIPsOf(svc, cfg.IPv6Capable)
+	if len(clusterIPs) == 0 {
+		return st, problems
 	}
 	scheduler, problem := schedulerOf(svc, cfg.Scheduler)
 	if problem != "" {
@@ -71,6 +70,8 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	problems = append(problems, lbProblems...)
 	sourceRanges, rangeProblems := sourceRangesOf(svc)
 	problems = append(problems, rangeProblems...)
+	problems = append(problems, familiesLacking(clusterIPs, "external IP", externalIPs)...)
+	problems = append(problems, familiesLacking(clusterIPs, "load-balancer ingress IP", lbIPs)...)
 	var scheduled bool
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
@@ -83,56 +84,124 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			problems = append(problems, fmt.Sprintf("port %q: invalid port %d; port skipped", sp.Name, sp.Port))
 			continue
 		}
-		eps, epProblems := endpointsFor(sp, slices, cfg.NodeName)
-		problems = append(problems, epProblems...)
-		policy := policiesOf(svc, sp)
-		choice := categorize(eps, policy, cfg.NodeName, node.zone)
-		p := portState{serviceState: &st, svc: svc, scheduler: scheduler, proto: proto,
-			lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
-
-		internal, noLocal := choice.pick(policy.internalLocal)
-		st.noLocalEndpoints = st.noLocalEndpoints || noLocal
-		p.clusterIP(clusterIP, internal, eps)
-		scheduled = true
-
-		external, noLocal := choice.pick(policy.externalLocal)
-		if len(externalIPs)+len(lbIPs) > 0 {
-			st.noLocalExternal = st.noLocalExternal || noLocal
-		}
-		p.externalIPs(externalIPs, external, policy.externalLocal)
-		p.loadBalancers(lbIPs, external, policy.externalLocal, sourceRanges, node.primary)
-
-		if sp.NodePort == 0 || len(node.nodePort) == 0 {
-			continue
-		}
-		if sp.NodePort < 0 || sp.NodePort > 65535 {
+		nodePortOK := sp.NodePort >= 0 && sp.NodePort <= 65535
+		if !nodePortOK {
 			problems = append(problems, fmt.Sprintf("port %q: invalid nodePort %d; node port skipped", sp.Name, sp.NodePort))
-			continue
 		}
-		st.noLocalExternal = st.noLocalExternal || noLocal
-		p.nodePorts(node.nodePort, uint16(sp.NodePort), external, policy.externalLocal)
+		policy := policiesOf(svc, sp)
+		for _, clusterIP := range clusterIPs {
+			fam := familyOf(clusterIP)
+			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, fam)
+			problems = append(problems, epProblems...)
+			choice := categorize(eps, policy, cfg.NodeName, node.zone)
+			p := portState{serviceState: &st, fam: fam, svc: svc, scheduler: scheduler, proto: proto,
+				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
+
+			internal, noLocal := choice.pick(policy.internalLocal)
+			st.noLocalEndpoints = st.noLocalEndpoints || noLocal
+			p.clusterIP(clusterIP, internal, eps)
+			scheduled = true
+
+			external, noLocal := choice.pick(policy.externalLocal)
+			ext, lb := ofFamily(fam, externalIPs), ofFamily(fam, lbIPs)
+			if len(ext)+len(lb) > 0 {
+				st.noLocalExternal = st.noLocalExternal || noLocal
+			}
+			p.externalIPs(ext, external, policy.externalLocal)
+			p.loadBalancers(lb, external, policy.externalLocal, ofFamily(fam, sourceRanges), node.primary[fam])
+
+			nodeIPs := ofFamily(fam, node.nodePort)
+			if sp.NodePort == 0 || !nodePortOK || len(nodeIPs) == 0 {
+				continue
+			}
+			st.noLocalExternal = st.noLocalExternal || noLocal
+			p.nodePorts(nodeIPs, uint16(sp.NodePort), external, policy.externalLocal)
+		}
 	}
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
 		if hc := svc.Spec.HealthCheckNodePort; hc <= 0 || hc > 65535 {
 			problems = append(problems, fmt.Sprintf("healthCheckNodePort %d is not a port; no health check served", hc))
 		} else {
 			st.healthCheckPort = uint16(hc)
-			st.localReady = localReady(svc, slices, cfg.NodeName)
-			st.entries = append(st.entries, setEntry{setHealthCheckNodePort, ipset.Entry{Port: st.healthCheckPort}})
+			// The Service's first family counts its pods, as one family's
+			// endpoints are each pod once.
+			st.localReady = localReady(svc, slices, cfg.NodeName, familyOf(clusterIPs[0]))
+			for _, ip := range clusterIPs {
+				st.entries = append(st.entries, setEntry{familyOf(ip).set(setHealthCheckNodePort), ipset.Entry{Port: st.healthCheckPort}})
+			}
 		}
 	}
 	if scheduled {
-		st.addresses = boundAddresses(clusterIP, append(externalIPs, lbIPs...), node)
-		for _, a := range st.addresses {
-			st.entries = append(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: a}})
+		for _, ip := range clusterIPs {
+			fam := familyOf(ip)
+			bound := boundAddresses(ip, append(ofFamily(fam, externalIPs), ofFamily(fam, lbIPs)...), node)
+			st.addresses = append(st.addresses, bound...)
+			for _, a := range bound {
+				st.entries = append(st.entries, setEntry{fam.set(setIPVSIPs), ipset.Entry{IP: a}})
+			}
 		}
 	}
 	return st, problems
 }
 
+// clusterIPsOf lists svc's cluster IPs, one per family (clusterIPs, or
+// clusterIP alone from an older apiserver), reporting those it skips: not
+// an address, or IPv6 on a node without it.
+func clusterIPsOf(svc *v1.Service, ipv6Capable bool) ([]netip.Addr, []string) {
+	listed := svc.Spec.ClusterIPs
+	if len(listed) == 0 {
+		listed = []string{svc.Spec.ClusterIP}
+	}
+	var out []netip.Addr
+	var problems []string
+	for _, s := range listed {
+		ip, err := netip.ParseAddr(s)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("cluster IP %q is not an IP address; skipped", s))
+		case familyOf(ip) == ipv6 && !ipv6Capable:
+			problems = append(problems, fmt.Sprintf("cluster IP %s is IPv6, which this node does not have; skipped", s))
+		case !slices.ContainsFunc(out, familyOf(ip).holds):
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, problems
+}
+
+// familiesLacking reports the addresses of a family svc has no cluster IP
+// of: as upstream, they are not programmed.
+func familiesLacking(clusterIPs []netip.Addr, what string, addrs []netip.Addr) []string {
+	var problems []string
+	for _, a := range addrs {
+		if !slices.ContainsFunc(clusterIPs, func(c netip.Addr) bool { return familyOf(c) == familyOf(a) }) {
+			problems = append(problems, fmt.Sprintf("%s %s is %s, a family the Service has no cluster IP of; skipped", what, a, familyOf(a)))
+		}
+	}
+	return problems
+}
+
+// ofFamily picks the addresses or prefixes of one family.
+func ofFamily[T interface{ netip.Addr | netip.Prefix }](f ipFamily, in []T) []T {
+	var out []T
+	for _, x := range in {
+		var a netip.Addr
+		switch v := any(x).(type) {
+		case netip.Addr:
+			a = v
+		case netip.Prefix:
+			a = v.Addr()
+		}
+		if f.holds(a) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // portState adds one Service port's kernel objects to its serviceState.
 type portState struct {
 	*serviceState
+	fam       ipFamily
 	svc       *v1.Service
 	scheduler string
 	proto     ipvs.Protocol
@@ -164,7 +233,10 @@ func (p portState) virtualServer(addr netip.Addr, port uint16, eps []endpoint) {
 	p.virtualServers = append(p.virtualServers, vss)
 }
 
-func (p portState) entry(set string, e ipset.Entry) { p.entries = append(p.entries, setEntry{set, e}) }
+// entry adds e to the set upstream names set for IPv4, or to its IPv6 twin.
+func (p portState) entry(set string, e ipset.Entry) {
+	p.entries = append(p.entries, setEntry{p.fam.set(set), e})
+}
 
 // vip is the entry naming addr and this port.
 func (p portState) vip(addr netip.Addr) ipset.Entry {
@@ -278,26 +350,24 @@ func loadBalancerIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("load-balancer ingress IP %q is not an IP address; skipped", ing.IP))
-		case !ip.Is4():
-			problems = append(problems, fmt.Sprintf("load-balancer ingress IP %q is not IPv4 (IPv6 is not programmed yet); skipped", ing.IP))
-		case !slices.Contains(out, ip):
-			out = append(out, ip)
+		case !slices.Contains(out, ip.Unmap()):
+			out = append(out, ip.Unmap())
 		}
 	}
 	return out, problems
 }
 
-// sourceRangesOf parses svc's loadBalancerSourceRanges; as upstream, the
-// IPv6 ones do not apply to IPv4 ingress IPs.
+// sourceRangesOf parses svc's loadBalancerSourceRanges. As upstream, a
+// range applies to the ingress IPs of its own family only.
 func sourceRangesOf(svc *v1.Service) ([]netip.Prefix, []string) {
 	var out []netip.Prefix
 	var problems []string
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		switch {
-		case err != nil:
+		case err != nil || p.Addr().Is4In6():
 			problems = append(problems, fmt.Sprintf("loadBalancerSourceRanges: %q is not a CIDR; skipped", s))
-		case p.Addr().Is4():
+		default:
 			out = append(out, p.Masked())
 		}
 	}
@@ -313,10 +383,8 @@ func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("external IP %q is not an IP address; skipped", s))
-		case !ip.Is4():
-			problems = append(problems, fmt.Sprintf("external IP %q is not IPv4 (IPv6 is not programmed yet); skipped", s))
-		case !slices.Contains(out, ip):
-			out = append(out, ip)
+		case !slices.Contains(out, ip.Unmap()):
+			out = append(out, ip.Unmap())
 		}
 	}
 	return out, problems

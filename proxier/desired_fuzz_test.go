@@ -3,6 +3,7 @@ package proxier
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,21 +16,28 @@ import (
 // FuzzDesiredState feeds desiredState one Service with one port, one
 // slice with one endpoint, and any values in them, and checks what must
 // hold for any input: no panic, the same answer twice, and only kernel
-// objects the kernel can take (IPv4 addresses, known sets and schedulers,
-// every bound address in KUBE-IPVS-IPS). make test runs it briefly; make
-// fuzz longer.
+// objects the kernel can take (real servers of their virtual server's
+// family, known sets and schedulers, every entry's address of its set's
+// family, every bound address in its family's KUBE-IPVS-IPS). make test runs
+// it briefly; make fuzz longer.
 func FuzzDesiredState(f *testing.F) {
 	f.Add("10.96.0.10", "TCP", int32(80), int32(30080), "203.0.113.7", "198.51.100.7", "VIP", "10.0.0.0/8",
 		true, false, "10.244.0.1", int32(8080), true, true, "zone-a", int32(30300), "wlc")
 	f.Add("fd00::1", "SCTP", int32(0), int32(-1), "bogus", "", "Proxy", "::/0",
 		false, true, "not-an-ip", int32(70000), false, false, "", int32(0), "fastest")
+	f.Add("fd00::10", "TCP", int32(80), int32(30080), "2001:db8::7", "10.1.2.3", "VIP", "2001:db8::/64",
+		true, false, "fd00:244::5", int32(8080), true, true, "zone-a", int32(30300), "rr")
 	f.Add("None", "UDP", int32(65535), int32(65536), "10.0.2.15", "10.0.2.15", "Teleport", "bad",
 		true, true, "10.244.0.2", int32(0), false, true, "zone-b", int32(-5), "mh")
-	node := nodeAddrs{all: []netip.Addr{netip.MustParseAddr("10.0.2.15")}, nodePort: []netip.Addr{netip.MustParseAddr("10.0.2.15")},
-		primary: netip.MustParseAddr("10.0.2.15"), zone: "zone-a"}
-	known := map[string]bool{}
-	for _, s := range ipv4Sets {
-		known[s.Name] = true
+	node4, node6 := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("fd00:2::15")
+	node := nodeAddrs{all: []netip.Addr{node4, node6}, nodePort: []netip.Addr{node4, node6},
+		primary: [2]netip.Addr{node4, node6}, zone: "zone-a"}
+	family := map[string]ipFamily{}
+	for _, s := range allSets() {
+		family[s.Name] = ipv4
+		if s.Family == "inet6" {
+			family[s.Name] = ipv6
+		}
 	}
 	f.Fuzz(func(t *testing.T, clusterIP, proto string, port, nodePort int32, externalIP, ingressIP, ipMode, sourceRange string,
 		externalLocal, internalLocal bool, epAddr string, epPort int32, ready, here bool, zone string, healthPort int32, scheduler string) {
@@ -53,30 +61,40 @@ func FuzzDesiredState(f *testing.F) {
 		}
 		sl := &discovery.EndpointSlice{AddressType: discovery.AddressTypeIPv4, Endpoints: []discovery.Endpoint{e},
 			Ports: []discovery.EndpointPort{{Protocol: ptr.To(v1.Protocol(proto)), Port: &epPort}}}
-		cfg := &Config{NodeName: "me", Scheduler: "rr"}
+		if strings.Contains(epAddr, ":") {
+			sl.AddressType = discovery.AddressTypeIPv6
+		}
+		cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: true}
 
 		st, _ := desiredState(svc, []*discovery.EndpointSlice{sl}, cfg, node)
 		if again, _ := desiredState(svc, []*discovery.EndpointSlice{sl}, cfg, node); render(again) != render(st) {
 			t.Fatalf("two answers for one input:\n%s\n---\n%s", render(st), render(again))
 		}
 		for _, v := range st.virtualServers {
-			if !v.vs.Address.Is4() || v.vs.Port == 0 || v.vs.Protocol.Number() == 0 || !slices.Contains(Schedulers, v.vs.Scheduler) {
+			a := v.vs.Address
+			if !a.IsValid() || a.Is4In6() || v.vs.Port == 0 || v.vs.Protocol.Number() == 0 || !slices.Contains(Schedulers, v.vs.Scheduler) {
 				t.Fatalf("virtual server the kernel cannot take: %+v", v.vs)
 			}
 			for _, r := range v.real {
-				if !r.Address.Is4() || r.Port == 0 || r.Weight != 1 {
-					t.Fatalf("real server the kernel cannot take: %+v", r)
+				if familyOf(r.Address) != familyOf(a) || r.Address.Is4In6() || r.Port == 0 || r.Weight != 1 {
+					t.Fatalf("real server the kernel cannot take: %+v in %s", r, a)
 				}
 			}
 		}
 		for _, a := range st.addresses {
-			if !a.Is4() || !slices.Contains(st.entries, setEntry{setIPVSIPs, ipset.Entry{IP: a}}) {
-				t.Fatalf("address %s not IPv4, or not in %s", a, setIPVSIPs)
+			if ips := familyOf(a).set(setIPVSIPs); !slices.Contains(st.entries, setEntry{ips, ipset.Entry{IP: a}}) {
+				t.Fatalf("address %s not in %s", a, ips)
 			}
 		}
 		for _, e := range st.entries {
-			if !known[e.set] {
+			fam, ok := family[e.set]
+			if !ok {
 				t.Fatalf("entry in an unknown set: %s", e)
+			}
+			for _, a := range []netip.Addr{e.entry.IP, e.entry.IP2, e.entry.Net.Addr()} {
+				if a.IsValid() && (familyOf(a) != fam || a.Is4In6()) {
+					t.Fatalf("entry of the wrong family for its set: %s", e)
+				}
 			}
 		}
 	})

@@ -125,7 +125,7 @@ func TestDesiredState(t *testing.T) {
 	}
 	cluster, localPolicy := v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal
 	two := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")}
-	nodeIPs, firstIP := nodeAddrs{all: two, nodePort: two, primary: two[0]}, nodeAddrs{all: two[:1], nodePort: two[:1], primary: two[0]}
+	nodeIPs, firstIP := nodeAddrs{all: two, nodePort: two, primary: [2]netip.Addr{two[0]}}, nodeAddrs{all: two[:1], nodePort: two[:1], primary: [2]netip.Addr{two[0]}}
 	loadBalancer := func(ip string, etp v1.ServiceExternalTrafficPolicy, ranges []string, ingress ...v1.LoadBalancerIngress) *v1.Service {
 		s := svc(ip, port("", tcp, 80))
 		s.Spec.Type, s.Spec.ExternalTrafficPolicy, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, etp, ranges
@@ -583,18 +583,6 @@ func TestDesiredStateMaglevFlags(t *testing.T) {
 		vs := st.virtualServers[0].vs
 		if vs.Scheduler != "mh" || vs.Flags != 0x10 {
 			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)
-		}
-	}
-}
-
-func TestIPv6SetNames(t *testing.T) {
-	for in, want := range map[string]string{
-		"KUBE-CLUSTER-IP":                "KUBE-6-CLUSTER-IP",
-		"KUBE-LOAD-BALANCER-SOURCE-CIDR": "KUBE-6-LOAD-BALANCER-SOURCE-CID",
-		"KUBE-NODE-PORT-LOCAL-SCTP-HASH": "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS",
-	} {
-		if got := ipv6SetName(in); got != want {
-			t.Errorf("ipv6SetName(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -91,12 +91,12 @@ func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
 	return c.cluster, c.any
 }
 
-// localReady counts the distinct addresses of svc's ready endpoints on
-// this node, over all its ports: what its health check reports.
-func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string) int {
+// localReady counts the distinct addresses of svc's ready endpoints of one
+// family on this node, over all its ports: what its health check reports.
+func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string, fam ipFamily) int {
 	var seen []netip.Addr
 	for i := range svc.Spec.Ports {
-		eps, _ := endpointsFor(&svc.Spec.Ports[i], sl, nodeName)
+		eps, _ := endpointsFor(&svc.Spec.Ports[i], sl, nodeName, fam)
 		for _, ep := range eps {
 			if ep.local && ep.ready && !slices.Contains(seen, ep.addr) {
 				seen = append(seen, ep.addr)
@@ -106,13 +106,13 @@ func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string)
 	return len(seen)
 }
 
-// endpointsFor collects the endpoints of one Service port over all slices,
-// which must be sorted by name.
-func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string) ([]endpoint, []string) {
+// endpointsFor collects the endpoints of one Service port in one family
+// over all slices, which must be sorted by name.
+func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string, fam ipFamily) ([]endpoint, []string) {
 	var problems []string
 	byID := map[netip.AddrPort]*endpoint{}
 	for _, slice := range slices {
-		if slice.AddressType != discovery.AddressTypeIPv4 {
+		if slice.AddressType != fam.addressType() {
 			continue
 		}
 		for _, p := range slice.Ports {
@@ -137,10 +137,11 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 					continue
 				}
 				addr, err := netip.ParseAddr(e.Addresses[0])
-				if err != nil || !addr.Is4() {
-					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not IPv4; endpoint skipped", slice.Name, e.Addresses[0]))
+				if err != nil || !fam.holds(addr) {
+					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not %s; endpoint skipped", slice.Name, e.Addresses[0], fam))
 					continue
 				}
+				addr = addr.Unmap()
 				// A nil condition means "unknown" and is taken as true, as the API documents.
 				ep := &endpoint{
 					addr:        addr,

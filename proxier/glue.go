@@ -86,12 +86,14 @@ func setComment(name string) string {
 
 // glueInput is what the chains depend on besides the configuration.
 type glueInput struct {
-	// inUse are the glueSets some Service wants an entry in.
+	// inUse are the glueSets some Service wants an entry in, by their
+	// IPv4 names.
 	inUse map[string]bool
-	// nodeBlocked are the load-balancer VIP:ports the node may not reach
-	// (their source ranges leave it out), sorted.
+	// nodeBlocked are the load-balancer VIP:ports of the family the node
+	// may not reach (their source ranges leave it out), sorted.
 	nodeBlocked []ipset.Entry
-	// podCIDR is the Node's IPv4 pod CIDR (--detect-local-mode=NodeCIDR).
+	// podCIDR is the Node's pod CIDR of the family
+	// (--detect-local-mode=NodeCIDR).
 	podCIDR netip.Prefix
 }
 
@@ -99,14 +101,18 @@ func (a glueInput) equal(b glueInput) bool {
 	return maps.Equal(a.inUse, b.inUse) && slices.Equal(a.nodeBlocked, b.nodeBlocked) && a.podCIDR == b.podCIDR
 }
 
-// gluePayload renders our chains for iptables-restore, rule for rule as
-// upstream kube-proxy writes them, and inserts the jumps missing from the
-// built-in chains. The chains depend on configuration and on glueInput:
+// gluePayload renders one family's chains for iptables-restore (or
+// ip6tables-restore), rule for rule as upstream kube-proxy writes them, and
+// inserts the jumps missing from the built-in chains. The chains depend on configuration and on glueInput:
 // per-Service matching happens in the ipsets, so a Service change rewrites
 // iptables only when it fills a set or empties it, or blocks the node from
 // a load balancer.
-func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
+func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput) []byte {
 	inUse := in.inUse
+	loopback, reject := "127.0.0.0/8", "icmp-port-unreachable"
+	if fam == ipv6 {
+		loopback, reject = "::1/128", "icmp6-port-unreachable"
+	}
 	mark := fmt.Sprintf("%#x", 1<<cfg.MasqueradeBit)
 	markMask := mark + "/" + mark
 	var b bytes.Buffer
@@ -134,28 +140,29 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 			if r.proto != "" {
 				proto = " -p " + r.proto
 			}
-			w(`-A %s%s -m comment --comment %q -m set --match-set %s %s -j %s`, r.chain, proto, setComment(r.set), r.set, r.match, r.target)
+			w(`-A %s%s -m comment --comment %q -m set --match-set %s %s -j %s`, r.chain, proto, setComment(r.set), fam.set(r.set), r.match, r.target)
 		}
 	}
 	// Node-local clients reach services from loopback; leave them to the kernel.
-	w("-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN")
+	w("-A KUBE-SERVICES -s %s -j RETURN", loopback)
 	setRule("nat")
 	w("-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ")
 	w("-A KUBE-MARK-MASQ -j MARK --or-mark %s", mark)
 	w("-A KUBE-POSTROUTING -m mark ! --mark %s -j RETURN", markMask)
 	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
 	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	notLocal := cfg.notLocal(in.podCIDR)
+	notLocal := cfg.notLocal(fam, in.podCIDR)
+	clusterIPs := fam.set(setClusterIP)
 	switch {
 	case !inUse[setClusterIP]:
 	case cfg.MasqueradeAll:
-		w("-A KUBE-SERVICES %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
+		w("-A KUBE-SERVICES %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", masqComment, clusterIPs)
 	case notLocal != "":
-		w("-A KUBE-SERVICES %s %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", notLocal, masqComment, setClusterIP)
+		w("-A KUBE-SERVICES %s %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", notLocal, masqComment, clusterIPs)
 	default:
 		// Without a way to tell pods' traffic, only node traffic from a
 		// service address is masqueraded (upstream's rule).
-		w("-A KUBE-SERVICES %s -m set --match-set %s src,dst -j KUBE-MARK-MASQ", masqComment, setClusterIP)
+		w("-A KUBE-SERVICES %s -m set --match-set %s src,dst -j KUBE-MARK-MASQ", masqComment, clusterIPs)
 	}
 	// External IPs: masqueraded with policy Cluster, and accepted from
 	// off the node or when the address is the node's own.
@@ -163,7 +170,7 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 		if !inUse[set] {
 			continue
 		}
-		match := fmt.Sprintf("-A KUBE-SERVICES -m comment --comment %q -m set --match-set %s dst,dst", setComment(set), set)
+		match := fmt.Sprintf("-A KUBE-SERVICES -m comment --comment %q -m set --match-set %s dst,dst", setComment(set), fam.set(set))
 		if set == setExternalIP {
 			w("%s -j KUBE-MARK-MASQ", match)
 		}
@@ -173,7 +180,7 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 	w("-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT")
 	for _, set := range []string{setClusterIP, setLoadBalancer} {
 		if inUse[set] {
-			w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", set)
+			w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", fam.set(set))
 		}
 	}
 	inserts("nat")
@@ -186,11 +193,11 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s -j ACCEPT`, markMask)
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
 	for _, s := range []string{setLoadBalancer, setClusterIP, setExternalIP, setExternalIPLocal} {
-		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", s)
+		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", fam.set(s))
 	}
-	w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", setHealthCheckNodePort)
-	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with icmp-port-unreachable", setIPVSIPs)
-	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, setHealthCheckNodePort)
+	w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", fam.set(setHealthCheckNodePort))
+	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.set(setIPVSIPs), reject)
+	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.set(setHealthCheckNodePort))
 	w("-A KUBE-SOURCE-RANGES-FIREWALL -j DROP")
 	for _, e := range in.nodeBlocked {
 		w("-A KUBE-IPVS-OUT-FILTER -s %s -m ipvs --vaddr %s --vproto %s --vport %d -j DROP", e.IP, e.IP, e.Protocol, e.Port)
@@ -200,13 +207,14 @@ func gluePayload(cfg *Config, missing []jumpRule, in glueInput) []byte {
 	return b.Bytes()
 }
 
-// glue keeps our chains and the jumps to them in place. It reads
+// glue keeps one family's chains and the jumps to them in place. It reads
 // iptables-save first and runs iptables-restore only when a jump is missing
 // or our chains differ from how iptables-save printed them after our last
 // write: each process costs ~0.15 s in the test VM, and a quiet drift check
 // then runs one instead of two.
 type glue struct {
-	ipt iptables.Interface
+	ipt iptables.Interface // iptables or ip6tables
+	fam ipFamily
 	cfg *Config
 
 	// inMu guards in and known, apart from mu, so that a sync's use never
@@ -251,10 +259,10 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 	g.inMu.Lock()
 	in := g.in
 	g.inMu.Unlock()
-	payload := gluePayload(g.cfg, missing, in)
+	payload := gluePayload(g.cfg, g.fam, missing, in)
 	ours := ourChains(saved, payload)
 	// What we want, without the one-off jump inserts.
-	want := string(gluePayload(g.cfg, nil, in))
+	want := string(gluePayload(g.cfg, g.fam, nil, in))
 	if len(missing) == 0 && g.written != "" && ours == g.written && want == g.wrote {
 		return false, nil
 	}
@@ -282,8 +290,9 @@ func (g *glue) use(in glueInput) bool {
 	return changed
 }
 
-// grow returns what the chains depend on with the glueSets in inUse added,
-// and whether that added any; nothing before use is first called.
+// grow returns what the chains depend on with the glueSets in inUse (by
+// their names in this family) added, and whether that added any; nothing
+// before use is first called.
 func (g *glue) grow(inUse map[string]bool) (glueInput, bool) {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
@@ -292,7 +301,7 @@ func (g *glue) grow(inUse map[string]bool) (glueInput, bool) {
 		return next, false
 	}
 	for _, s := range glueSets() {
-		if inUse[s] && !next.inUse[s] {
+		if inUse[g.fam.set(s)] && !next.inUse[s] {
 			if !grew {
 				next.inUse = maps.Clone(next.inUse)
 				if next.inUse == nil {

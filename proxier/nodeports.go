@@ -12,21 +12,22 @@ import (
 // nodeAddrs is what a sync needs of this node: its addresses, zone and pod
 // CIDR.
 type nodeAddrs struct {
-	// all are the node's IPv4 addresses (every link but kube-ipvs0, no
-	// loopback): an external IP among them is not bound to kube-ipvs0.
+	// all are the node's addresses (every link but kube-ipvs0, no loopback
+	// or IPv6 link-local): an external IP among them is not bound to
+	// kube-ipvs0.
 	all []netip.Addr
 	// nodePort are those NodePorts are served on: within
 	// --nodeport-addresses when it is given.
 	nodePort []netip.Addr
-	// primary is the Node's primary IPv4 address: a load balancer's source
-	// ranges that hold it let the node reach the VIP.
-	primary netip.Addr
+	// primary is the Node's primary address of each family: a load
+	// balancer's source ranges that hold it let the node reach the VIP.
+	primary [len(families)]netip.Addr
 	// zone is the Node's topology.kubernetes.io/zone label, for the
 	// endpoints' zone hints.
 	zone string
-	// podCIDR is the Node's first IPv4 pod CIDR, for
+	// podCIDR is the Node's first pod CIDR of each family, for
 	// --detect-local-mode=NodeCIDR.
-	podCIDR netip.Prefix
+	podCIDR [len(families)]netip.Prefix
 }
 
 func (a nodeAddrs) has(ip netip.Addr) bool { return slices.Contains(a.all, ip) }
@@ -44,9 +45,9 @@ func (a nodeAddrs) sameAddresses(b nodeAddrs) bool {
 // the Node's primary address and zone. A change recomputes the Services
 // that use them, and nothing else.
 type nodeIPs struct {
-	// primary is the Node's primary IPv4 address (for the "primary"
-	// keyword), written by the Node informer; changed says it changed
-	// since the sync goroutine last looked.
+	// node is what the Node says (its primary addresses are for the
+	// "primary" keyword), written by the Node informer; changed says it
+	// changed since the sync goroutine last looked.
 	mu      sync.Mutex
 	node    nodeFacts
 	changed bool
@@ -59,24 +60,27 @@ type nodeIPs struct {
 
 // nodeFacts are what the Node object says of this node.
 type nodeFacts struct {
-	primary netip.Addr
+	primary [len(families)]netip.Addr
 	zone    string
-	podCIDR netip.Prefix
+	podCIDR [len(families)]netip.Prefix
 }
 
 func factsOf(node *v1.Node) nodeFacts {
 	if node == nil {
 		return nodeFacts{}
 	}
-	f := nodeFacts{primary: primaryIPv4(node), zone: node.Labels[v1.LabelTopologyZone]}
+	f := nodeFacts{zone: node.Labels[v1.LabelTopologyZone]}
 	cidrs := node.Spec.PodCIDRs
 	if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
 		cidrs = []string{node.Spec.PodCIDR}
 	}
-	for _, c := range cidrs {
-		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
-			f.podCIDR = p.Masked()
-			break
+	for _, fam := range families {
+		f.primary[fam] = primaryIP(node, fam)
+		for _, c := range cidrs {
+			if p, err := netip.ParsePrefix(c); err == nil && fam.holds(p.Addr()) {
+				f.podCIDR[fam] = p.Masked()
+				break
+			}
 		}
 	}
 	return f
@@ -105,11 +109,11 @@ func (n *nodeIPs) takeChanged() bool {
 // nodePortFilter keeps the addresses NodePorts are served on, as upstream:
 // all of them without --nodeport-addresses, else those within its CIDRs or
 // equal to the Node's primary address.
-func (c *Config) nodePortFilter(all []netip.Addr, primary netip.Addr) []netip.Addr {
+func (c *Config) nodePortFilter(all []netip.Addr, primary [len(families)]netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range all {
 		ok := len(c.NodePortAddresses) == 0 && !c.NodePortPrimary ||
-			c.NodePortPrimary && a == primary ||
+			c.NodePortPrimary && a == primary[familyOf(a)] ||
 			slices.ContainsFunc(c.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) })
 		if ok {
 			out = append(out, a)
@@ -118,16 +122,16 @@ func (c *Config) nodePortFilter(all []netip.Addr, primary netip.Addr) []netip.Ad
 	return out
 }
 
-// primaryIPv4 is the Node's primary IPv4 address, as kubelet reports it:
-// the first InternalIP, else the first ExternalIP.
-func primaryIPv4(node *v1.Node) netip.Addr {
+// primaryIP is the Node's primary address of a family, as kubelet reports
+// it: the first InternalIP, else the first ExternalIP.
+func primaryIP(node *v1.Node, fam ipFamily) netip.Addr {
 	if node == nil {
 		return netip.Addr{}
 	}
 	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
 		for _, a := range node.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); a.Type == typ && err == nil && ip.Is4() {
-				return ip
+			if ip, err := netip.ParseAddr(a.Address); a.Type == typ && err == nil && fam.holds(ip) {
+				return ip.Unmap()
 			}
 		}
 	}
@@ -153,7 +157,7 @@ func (p *Proxier) refreshNodeIPs() {
 	p.nodeIPs.mu.Unlock()
 	var next nodeAddrs
 	for _, a := range listed {
-		if a.Is4() { // IPv6 Services are not programmed yet
+		if p.cfg.IPv6Capable || familyOf(a) == ipv4 {
 			next.all = append(next.all, a)
 		}
 	}
@@ -164,11 +168,11 @@ func (p *Proxier) refreshNodeIPs() {
 		return
 	}
 	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
-		zap.Stringer("primary", next.primary), zap.String("zone", next.zone), zap.Stringer("podCIDR", next.podCIDR))
-	if p.cfg.NodePortPrimary && !node.primary.IsValid() {
-		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no IPv4 address yet")
+		zap.Stringers("primary", validOnly(next.primary[:])), zap.String("zone", next.zone), zap.Stringers("podCIDR", validOnly(next.podCIDR[:])))
+	if p.cfg.NodePortPrimary && !node.primary[ipv4].IsValid() && !node.primary[ipv6].IsValid() {
+		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no address yet")
 	}
-	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR.IsValid() {
+	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR[ipv4].IsValid() {
 		p.log.Warn("--detect-local-mode=NodeCIDR but the Node has no IPv4 pod CIDR yet; until it has, cluster-IP traffic is masqueraded as without a cluster CIDR")
 	}
 	switch {
@@ -187,4 +191,18 @@ func (p *Proxier) refreshNodeIPs() {
 func usesNodeAddrs(svc *v1.Service) bool {
 	return len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 ||
 		slices.ContainsFunc(svc.Spec.Ports, func(sp v1.ServicePort) bool { return sp.NodePort != 0 })
+}
+
+// validOnly drops the zero values of a per-family array, for logs.
+func validOnly[T interface {
+	IsValid() bool
+	String() string
+}](in []T) []T {
+	var out []T
+	for _, x := range in {
+		if x.IsValid() {
+			out = append(out, x)
+		}
+	}
+	return out
 }

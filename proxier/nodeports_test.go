@@ -100,17 +100,18 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 }
 
 func TestNodePortFilter(t *testing.T) {
-	all := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")}
-	primary := netip.MustParseAddr("192.168.7.1")
+	all := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1"),
+		netip.MustParseAddr("fd00:2::15"), netip.MustParseAddr("fd00:7::1")}
+	primary := [2]netip.Addr{netip.MustParseAddr("192.168.7.1"), netip.MustParseAddr("fd00:7::1")}
 	for name, c := range map[string]struct {
 		cfg  Config
 		want string
 	}{
-		"unset: every IPv4 address": {Config{}, "10.0.2.15 192.168.7.1"},
-		"a CIDR":                    {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "10.0.2.15"},
-		"primary":                   {Config{NodePortPrimary: true}, "192.168.7.1"},
-		"primary and a CIDR":        {Config{NodePortPrimary: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.2.0/24")}}, "10.0.2.15 192.168.7.1"},
-		"an IPv6 CIDR alone":        {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}}, ""},
+		"unset: every address": {Config{}, "10.0.2.15 192.168.7.1 fd00:2::15 fd00:7::1"},
+		"a CIDR":               {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "10.0.2.15"},
+		"primary":              {Config{NodePortPrimary: true}, "192.168.7.1 fd00:7::1"},
+		"primary and a CIDR":   {Config{NodePortPrimary: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.2.0/24")}}, "10.0.2.15 192.168.7.1 fd00:7::1"},
+		"an IPv6 CIDR alone":   {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:2::/64")}}, "fd00:2::15"},
 	} {
 		var got []string
 		for _, a := range c.cfg.nodePortFilter(all, primary) {

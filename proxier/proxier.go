@@ -29,6 +29,8 @@ type Kernel struct {
 	Links    dummyiface.Interface
 	Sets     ipset.Interface
 	IPTables iptables.Interface
+	// IP6Tables writes the IPv6 chains; nil on a node without IPv6.
+	IP6Tables iptables.Interface
 	// NodeAddrs lists the node's addresses, for NodePorts and external
 	// IPs; nil for none.
 	NodeAddrs nodeaddrs.Interface
@@ -37,9 +39,10 @@ type Kernel struct {
 	Conntrack conntrack.Interface
 }
 
-// NewKernel opens the kernel tables over netlink, and iptables through its
-// binaries. It loads no module and sets no sysctl.
-func NewKernel() (Kernel, error) {
+// NewKernel opens the kernel tables over netlink, and iptables (and
+// ip6tables, with ipv6) through its binaries. It loads no module and sets no
+// sysctl.
+func NewKernel(ipv6 bool) (Kernel, error) {
 	k := Kernel{Links: dummyiface.NewNetlink(dummyiface.DefaultLinkName), NodeAddrs: nodeaddrs.NewNetlink(dummyiface.DefaultLinkName), Conntrack: conntrack.Netlink{}}
 	var err error
 	if k.IPVS, err = ipvs.NewNetlink(); err != nil {
@@ -50,6 +53,11 @@ func NewKernel() (Kernel, error) {
 	}
 	if k.IPTables, err = iptables.NewIPv4(); err != nil {
 		return k, err
+	}
+	if ipv6 {
+		if k.IP6Tables, err = iptables.NewIPv6(); err != nil {
+			return k, err
+		}
 	}
 	return k, nil
 }
@@ -72,7 +80,9 @@ type Proxier struct {
 	events  EventRecorder
 	rec     *reconciler
 	runner  *runner
-	glue    *glue
+	// glues are the iptables chains of each family the node has, IPv4
+	// first.
+	glues []*glue
 
 	// mu makes syncs one at a time: the runner's and SyncNow's.
 	mu sync.Mutex
@@ -138,11 +148,14 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		svcHealth:       svchealth.New(func() bool { ok, _ := health.Healthy(); return ok }),
 		setupStatus:     newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
 	}
-	names := make([]string, len(ipv4Sets))
-	for i, s := range ipv4Sets {
-		names[i] = s.Name
+	var names []string
+	for _, s := range p.sets() {
+		names = append(names, s.Name)
 	}
-	p.glue = &glue{ipt: k.IPTables, cfg: &p.cfg}
+	p.glues = []*glue{{ipt: k.IPTables, fam: ipv4, cfg: &p.cfg}}
+	if cfg.IPv6Capable {
+		p.glues = append(p.glues, &glue{ipt: k.IP6Tables, fam: ipv6, cfg: &p.cfg})
+	}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded, cfg.SyncPeriod)
 	p.rec.conntrack = k.Conntrack
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
@@ -233,34 +246,41 @@ func (p *Proxier) setupKernel(readBack bool) error {
 	if err := p.kernel.Links.EnsureLink(); err != nil {
 		return err
 	}
-	sets := ipv4Sets
-	if p.cfg.IPv6Capable {
-		sets = allSets()
-	}
-	for _, s := range sets {
+	for _, s := range p.sets() {
 		if err := p.kernel.Sets.EnsureSet(s); err != nil {
 			return err
 		}
 	}
-	if p.glue.guessing() {
-		// Every cluster has default/kubernetes: a cluster IP is always wanted.
-		filled := map[string]bool{setClusterIP: true}
-		for _, s := range glueSets() {
-			if n, err := p.kernel.Sets.Count(s); err == nil && n > 0 {
-				filled[s] = true
+	for _, g := range p.glues {
+		if g.guessing() {
+			// Every cluster has default/kubernetes: an IPv4 cluster IP is
+			// always wanted.
+			filled := map[string]bool{setClusterIP: g.fam == ipv4}
+			for _, s := range glueSets() {
+				if n, err := p.kernel.Sets.Count(g.fam.set(s)); err == nil && n > 0 {
+					filled[s] = true
+				}
 			}
+			g.guess(filled)
 		}
-		p.glue.guess(filled)
-	}
-	drifted, err := p.glue.ensure(readBack)
-	if err != nil {
-		p.metrics.IPTablesRestoreFailures.Inc()
-		return err
-	}
-	if drifted {
-		p.log.Info("iptables chains changed outside the proxier; rewrote them")
+		drifted, err := g.ensure(readBack)
+		if err != nil {
+			p.metrics.IPTablesRestoreFailures.Inc()
+			return err
+		}
+		if drifted {
+			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.fam))
+		}
 	}
 	return nil
+}
+
+// sets are the ipsets of the families the node has.
+func (p *Proxier) sets() []ipset.Set {
+	if p.cfg.IPv6Capable {
+		return allSets()
+	}
+	return ipv4Sets
 }
 
 // SyncNow runs one sync on the caller's goroutine, doing a due drift check
@@ -330,7 +350,11 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(done.ops))
-	p.metrics.ConntrackDeleted.Add(float64(done.conntrackCleared))
+	for _, fam := range families {
+		if n := done.conntrackCleared[fam]; n > 0 {
+			p.metrics.ConntrackDeleted.WithLabelValues(fam.String()).Add(float64(n))
+		}
+	}
 	if len(done.grown) > 0 {
 		p.log.Info("ipsets grown before they would fill", zap.Strings("sets", done.grown))
 	}

@@ -118,7 +118,7 @@ func (p dumpPlan) covers(k ipvs.Key) bool {
 // the table read costs as much as the dumps at ~20k and is 4x cheaper at 5k.
 const tableReadMax = 5000
 
-// readKernel reads the IPv4 virtual servers with their real servers, the
+// readKernel reads the virtual servers with their real servers, the
 // dummy link's addresses and our ipsets' entries. Besides the kernel it
 // reads only handles, immutable fields, the plan beginRead and planShare
 // made and, holding r.mu, the sets' believed counts, so it runs without
@@ -147,9 +147,6 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 		table, _ = t.AllRealServers()
 	}
 	for _, vs := range list {
-		if !vs.Address.Is4() {
-			continue
-		}
 		reals, ok := table[vs.Key]
 		if !ok {
 			if table == nil && !r.plan.covers(vs.Key) {
@@ -222,7 +219,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 	}
 	lap(&v.took.addresses)
 	for _, a := range addrs {
-		if a.Is4() {
+		if !a.IsLinkLocalUnicast() { // the kernel's own, on a link that was up
 			v.addr[a] = struct{}{}
 		}
 	}

@@ -69,7 +69,7 @@ type reconciler struct {
 	// conntrackErr what deleting them did since the last takeWork.
 	conntrack        conntrack.Interface
 	staleFlows       []conntrack.Stale
-	conntrackCleared int
+	conntrackCleared [len(families)]int // by family
 	conntrackErr     error
 
 	// adoptSlice is how many keys adopt compares between pauses.
@@ -107,7 +107,7 @@ type work struct {
 	times applyTimes
 	// conntrackCleared entries of stale UDP flows were deleted;
 	// conntrackErr says why some could not be.
-	conntrackCleared int
+	conntrackCleared [len(families)]int
 	conntrackErr     error
 	// grown are the ipsets grown, "name to size".
 	grown []string
@@ -115,7 +115,7 @@ type work struct {
 
 func (r *reconciler) takeWork() work {
 	w := work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown}
-	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, applyTimes{}, 0, nil, nil
+	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, applyTimes{}, [len(families)]int{}, nil, nil
 	return w
 }
 

@@ -26,6 +26,7 @@ type State struct {
 	IPSets    string // ipset save, without the random initval
 	Addresses string // addresses on kube-ipvs0
 	IPTables  string // iptables-save by table and chain (see chainOrder)
+	IP6Tables string // ip6tables-save, the same way
 }
 
 var (
@@ -74,6 +75,11 @@ func ReadState() (State, error) {
 		return st, err
 	}
 	st.IPTables = chainOrder(counters.ReplaceAllString(ipt, ""))
+	ip6t, err := Output("ip6tables-save")
+	if err != nil {
+		return st, err
+	}
+	st.IP6Tables = chainOrder(counters.ReplaceAllString(ip6t, ""))
 	return st, nil
 }
 

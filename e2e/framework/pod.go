@@ -23,6 +23,7 @@ import (
 type Pod struct {
 	Name string
 	IP   netip.Addr
+	IP6  netip.Addr // see AddIPv6
 	ns   string
 	host string // veth end in the root namespace
 	srv  *exec.Cmd
@@ -121,6 +122,37 @@ func StartPod(e *Env, name string, ip netip.Addr, serve bool) (*Pod, error) {
 		return nil, fmt.Errorf("pod %s: echo server not ready after 30s", name)
 	}
 	return p, nil
+}
+
+// Gateway6 is every pod's IPv6 next hop, on each pod's link in the root
+// namespace, the way Gateway is for IPv4.
+const Gateway6 = "fe80::1"
+
+// AddIPv6 gives the pod a second address, IPv6, as a dual-stack CNI plugin
+// does: a /128 route through the root namespace, which forwards IPv6 (the
+// CNI plugin's job, not the proxy's). Without DAD, so it is usable at once.
+func (p *Pod) AddIPv6(ip netip.Addr) error {
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0o644); err != nil {
+		return err
+	}
+	mac, err := os.ReadFile("/sys/class/net/" + p.host + "/address")
+	if err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"ip", "addr", "add", Gateway6 + "/64", "dev", p.host, "nodad"},
+		{"ip", "-n", p.ns, "addr", "add", ip.String() + "/128", "dev", "eth0", "nodad"},
+		{"ip", "-n", p.ns, "neigh", "add", Gateway6, "lladdr", strings.TrimSpace(string(mac)), "dev", "eth0", "nud", "permanent"},
+		{"ip", "-n", p.ns, "-6", "route", "add", "default", "via", Gateway6, "dev", "eth0"},
+		{"ip", "-6", "route", "add", ip.String() + "/128", "dev", p.host},
+	}
+	for _, s := range steps {
+		if err := sh(s...); err != nil {
+			return err
+		}
+	}
+	p.IP6 = ip
+	return nil
 }
 
 // IPCommand runs the ip command in the pod's namespace: IPCommand("route", "show").

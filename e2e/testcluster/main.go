@@ -135,7 +135,7 @@ func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
 	api := exec.CommandContext(ctx, filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort),
 		"--secure-port="+strconv.Itoa(apiPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112",
 		"--authorization-mode=Node,RBAC", "--token-auth-file="+filepath.Join(state, "tokens.csv"),
 		"--client-ca-file="+filepath.Join(state, "ca.crt"),
 		"--tls-cert-file="+filepath.Join(state, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(state, "apiserver.key"),

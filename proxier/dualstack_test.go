@@ -1,0 +1,125 @@
+package proxier
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+func slice6(name string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
+	s := slice(name, ports, eps...)
+	s.AddressType = discovery.AddressTypeIPv6
+	return s
+}
+
+// TestDesiredStateDualStack: a Service is programmed in each family it has
+// a cluster IP of, each with its own family's endpoints, node addresses,
+// external IPs, source ranges and sets.
+func TestDesiredStateDualStack(t *testing.T) {
+	cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: true}
+	tcp := v1.ProtocolTCP
+	node4, node6 := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("fd00:2::15")
+	node := nodeAddrs{all: []netip.Addr{node4, node6}, nodePort: []netip.Addr{node4, node6}, primary: [2]netip.Addr{node4, node6}}
+	ports := []discovery.EndpointPort{sport("", tcp, 8080)}
+	slices := []*discovery.EndpointSlice{
+		slice("s-v4", ports, ep{ip: "10.244.0.5", node: "me"}),
+		slice6("s-v6", ports, ep{ip: "fd00:244::5", node: "me"}, ep{ip: "10.244.0.6"}),
+	}
+	lb := svc("10.96.0.10", v1.ServicePort{Protocol: tcp, Port: 80, NodePort: 30080})
+	lb.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
+	lb.Spec.Type = v1.ServiceTypeLoadBalancer
+	lb.Spec.ExternalIPs = []string{"203.0.113.7", "2001:db8::7"}
+	lb.Spec.LoadBalancerSourceRanges = []string{"2001:db8:1::/48"}
+	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::9"}}
+
+	st, problems := desiredState(lb, slices, cfg, node)
+	want := `vs 10.96.0.10:80/TCP rr
+  rs 10.244.0.5:8080 w=1
+vs 203.0.113.7:80/TCP rr
+  rs 10.244.0.5:8080 w=1
+vs 10.0.2.15:30080/TCP rr
+  rs 10.244.0.5:8080 w=1
+vs [fd00:96::10]:80/TCP rr
+  rs [fd00:244::5]:8080 w=1
+vs [2001:db8::7]:80/TCP rr
+  rs [fd00:244::5]:8080 w=1
+vs [2001:db8::9]:80/TCP rr
+  rs [fd00:244::5]:8080 w=1
+vs [fd00:2::15]:30080/TCP rr
+  rs [fd00:244::5]:8080 w=1
+addr 10.96.0.10
+addr 203.0.113.7
+addr fd00:96::10
+addr 2001:db8::7
+addr 2001:db8::9
+set KUBE-6-CLUSTER-IP fd00:96::10,tcp:80
+set KUBE-6-EXTERNAL-IP 2001:db8::7,tcp:80
+set KUBE-6-IPVS-IPS 2001:db8::7
+set KUBE-6-IPVS-IPS 2001:db8::9
+set KUBE-6-IPVS-IPS fd00:96::10
+set KUBE-6-LOAD-BALANCER 2001:db8::9,tcp:80
+set KUBE-6-LOAD-BALANCER-FW 2001:db8::9,tcp:80
+set KUBE-6-LOAD-BALANCER-SOURCE-CID 2001:db8::9,tcp:80,2001:db8:1::/48
+set KUBE-6-LOOP-BACK fd00:244::5,tcp:8080,fd00:244::5
+set KUBE-6-NODE-PORT-TCP 30080
+set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+set KUBE-EXTERNAL-IP 203.0.113.7,tcp:80
+set KUBE-IPVS-IPS 10.96.0.10
+set KUBE-IPVS-IPS 203.0.113.7
+set KUBE-LOOP-BACK 10.244.0.5,tcp:8080,10.244.0.5
+set KUBE-NODE-PORT-TCP 30080
+node blocked from 2001:db8::9,tcp:80`
+	if got := render(st); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// The IPv4 address in the IPv6 slice.
+	if len(problems) != 1 || !strings.Contains(problems[0], "10.244.0.6") {
+		t.Errorf("problems %q, want the IPv4 address in the IPv6 slice", problems)
+	}
+}
+
+// TestDesiredStateFamiliesSkipped: what a Service or the node lacks the
+// family of is skipped, each with a problem, and the rest is programmed.
+func TestDesiredStateFamiliesSkipped(t *testing.T) {
+	tcp := v1.ProtocolTCP
+	dual := svc("10.96.0.10", port("", tcp, 80))
+	dual.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
+	single := svc("10.96.0.11", port("", tcp, 80))
+	single.Spec.ExternalIPs = []string{"2001:db8::7"}
+	for name, c := range map[string]struct {
+		svc       *v1.Service
+		ipv6      bool
+		addresses string
+		problem   string
+	}{
+		"a node without IPv6":                  {dual, false, "10.96.0.10", "fd00:96::10 is IPv6, which this node does not have"},
+		"an external IP of the missing family": {single, true, "10.96.0.11", "2001:db8::7 is IPv6, a family the Service has no cluster IP of"},
+	} {
+		st, problems := desiredState(c.svc, nil, &Config{Scheduler: "rr", IPv6Capable: c.ipv6}, nodeAddrs{})
+		var addrs []string
+		for _, a := range st.addresses {
+			addrs = append(addrs, a.String())
+		}
+		if strings.Join(addrs, " ") != c.addresses {
+			t.Errorf("%s: addresses %v, want %s", name, addrs, c.addresses)
+		}
+		if len(problems) != 1 || !strings.Contains(problems[0], c.problem) {
+			t.Errorf("%s: problems %q, want one saying %q", name, problems, c.problem)
+		}
+	}
+}
+
+func TestIPv6SetNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"KUBE-CLUSTER-IP":                "KUBE-6-CLUSTER-IP",
+		"KUBE-LOAD-BALANCER-SOURCE-CIDR": "KUBE-6-LOAD-BALANCER-SOURCE-CID",
+		"KUBE-NODE-PORT-LOCAL-SCTP-HASH": "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS",
+	} {
+		if got := ipv6SetName(in); got != want {
+			t.Errorf("ipv6SetName(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
