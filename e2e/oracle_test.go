@@ -162,12 +162,47 @@ func oracleObjects() []any {
 		hinted("10.244.1.28", "other-node", []string{"zone-a"}, nil), framework.Endpoint("10.244.1.29", "other-node", true))
 	topoNodeA := framework.Slice(ns, "topo-node", "topo-node-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8099)},
 		hinted("10.244.1.30", node, []string{"zone-a"}, []string{node}), hinted("10.244.1.31", "other-node", []string{"zone-a"}, []string{"other-node"}))
-	return []any{web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA,
+	return append(oracleDualStack(), web, sticky, shortSticky, empty, headless, other, external, webA, webB, stickyA, shortA, otherA,
 		topo, topoPartial, topoNode, topoA, topoPartialA, topoNodeA,
 		lb, lbLocal, lbNoNodePorts, lbA, lbLocalA, lbNoNodePortsA,
 		localOnly, noLocal, localOnlyA, noLocalA,
 		np, npSCTP, npLocal, npNoLocal, npITP, npA, npSCTPA, npLocalA, npNoLocalA, npITPA,
-		ext, extLocal, extA, extLocalA}
+		ext, extLocal, extA, extLocalA)
+}
+
+// oracleNode6 is an IPv6 address the oracle gives the node, for IPv6
+// NodePorts.
+const oracleNode6 = "fd00:0:2::15"
+
+// oracleDualStack are IPv6 and dual-stack Services: a dual-stack NodePort
+// (TCP, UDP, SCTP) with an IPv6 external IP and a local endpoint (hairpin),
+// and an IPv6-only LoadBalancer with IPv6 source ranges and
+// externalTrafficPolicy Local.
+func oracleDualStack() []any {
+	const ns, node = "oracle", framework.NodeName
+	tcp, udp, sctp := v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP
+	withNodePort := func(p v1.ServicePort, n int32) v1.ServicePort { p.NodePort = n; return p }
+	dual := framework.ClusterIPService(ns, "dual", "10.96.10.31", withNodePort(framework.Port("http", tcp, 80, 8080), 30180),
+		withNodePort(framework.Port("dns", udp, 53, 5353), 30153), withNodePort(framework.Port("sctp", sctp, 9, 9009), 30109))
+	dual.Spec.Type = v1.ServiceTypeNodePort
+	dual.Spec.ClusterIPs = []string{"10.96.10.31", "fd00:10:96::1031"}
+	dual.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
+	dual.Spec.ExternalIPs = []string{"2001:db8::50"}
+	ports := []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080), framework.SlicePort("dns", udp, 5353), framework.SlicePort("sctp", sctp, 9009)}
+	dual4 := framework.Slice(ns, "dual", "dual-v4", ports, framework.Endpoint("10.244.1.40", node, true), framework.Endpoint("10.244.1.41", "other-node", true))
+	dual6 := framework.Slice(ns, "dual", "dual-v6", ports, framework.Endpoint("fd00:10:244:1::40", node, true), framework.Endpoint("fd00:10:244:1::41", "other-node", true))
+	dual6.AddressType = discovery.AddressTypeIPv6
+
+	lb6 := framework.ClusterIPService(ns, "lb6", "fd00:10:96::1032", withNodePort(framework.Port("", tcp, 80, 8080), 30181))
+	lb6.Spec.Type, lb6.Spec.ExternalTrafficPolicy = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal
+	lb6.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
+	lb6.Spec.LoadBalancerSourceRanges = []string{"2001:db8:41::/48"}
+	lb6.Spec.HealthCheckNodePort = 30281
+	lb6.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::60"}}
+	lb6A := framework.Slice(ns, "lb6", "lb6-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8080)},
+		framework.Endpoint("fd00:10:244:1::42", node, true), framework.Endpoint("fd00:10:244:1::43", "other-node", true))
+	lb6A.AddressType = discovery.AddressTypeIPv6
+	return []any{dual, dual4, dual6, lb6, lb6A}
 }
 
 // TestSameKernelStateAsUpstream runs upstream kube-proxy v1.34 in IPVS mode
@@ -177,6 +212,10 @@ func oracleObjects() []any {
 func TestSameKernelStateAsUpstream(t *testing.T) {
 	mustNamespace(t, "oracle")
 	setZone(t, "zone-a")
+	if _, err := framework.Output("ip", "addr", "add", oracleNode6+"/64", "dev", "eth0", "nodad"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = framework.Output("ip", "addr", "del", oracleNode6+"/64", "dev", "eth0") })
 	mustApply(t, oracleObjects()...)
 	if shared != nil {
 		if err := shared.Stop(); err != nil {
@@ -221,7 +260,8 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		text := strings.Join([]string{st.IPVS, st.IPSets, st.Addresses, st.IPTables, st.IP6Tables}, "\n")
 		_ = os.WriteFile(filepath.Join(env.Artifacts, "oracle-"+name+".txt"), []byte(text), 0o644)
 	}
-	if !strings.Contains(want.IPVS, "10.96.10.10:80") || !strings.Contains(want.IPVS, "10.0.2.15:30088") {
+	if !strings.Contains(want.IPVS, "10.96.10.10:80") || !strings.Contains(want.IPVS, "10.0.2.15:30088") ||
+		!strings.Contains(want.IPVS, "[fd00:10:96::1031]:80") || !strings.Contains(want.IPVS, "["+oracleNode6+"]:30180") {
 		t.Fatalf("upstream did not program the test services; its state:\n%s", want.IPVS)
 	}
 	for _, c := range []struct{ what, want, got string }{

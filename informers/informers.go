@@ -66,11 +66,12 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 		return fmt.Errorf("endpointslice handler: %w", err)
 	}
 	nodeInf := ownNode.Core().V1().Nodes().Informer()
-	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeReg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { with(o, node.OnNodeChange) },
 		UpdateFunc: func(_, cur any) { with(cur, node.OnNodeChange) },
 		DeleteFunc: func(any) { node.OnNodeChange(nil) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("node handler: %w", err)
 	}
 
@@ -80,7 +81,11 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 	// first list is in the cache, before our handlers have seen all of it,
 	// and a first sync then would delete the real servers of every Service
 	// whose slices are still on their way.
-	go whenSynced(ctx, svcReg.HasSynced, svc.OnServicesSynced)
+	// Services count as listed once this node's Node is too (one object,
+	// listed at once): a first sync without its zone and primary address
+	// would program topology hints and source ranges wrongly until the
+	// next.
+	go whenSynced(ctx, allSynced([]cache.InformerSynced{svcReg.HasSynced, nodeReg.HasSynced}), svc.OnServicesSynced)
 	go whenSynced(ctx, epsReg.HasSynced, eps.OnEndpointSlicesSynced)
 	return nil
 }

@@ -3,7 +3,6 @@ package proxier
 import (
 	"net/netip"
 
-	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
 
@@ -44,14 +43,6 @@ func (f ipFamily) String() string {
 		return "IPv6"
 	}
 	return "IPv4"
-}
-
-// apiFamily is the family's name in Service specs.
-func (f ipFamily) apiFamily() v1.IPFamily {
-	if f == ipv6 {
-		return v1.IPv6Protocol
-	}
-	return v1.IPv4Protocol
 }
 
 // addressType is the family's EndpointSlice address type.
