@@ -174,7 +174,8 @@ func oracleObjects() []any {
 // NodePorts.
 const oracleNode6 = "fd00:0:2::15"
 
-// oracleDualStack are IPv6 and dual-stack Services: a dual-stack NodePort
+// oracleDualStack are IPv6 and dual-stack Services (node ports clear of
+// the other tests', which run later on the same apiserver): a dual-stack NodePort
 // (TCP, UDP, SCTP) with an IPv6 external IP and a local endpoint (hairpin),
 // and an IPv6-only LoadBalancer with IPv6 source ranges and
 // externalTrafficPolicy Local.
@@ -182,8 +183,8 @@ func oracleDualStack() []any {
 	const ns, node = "oracle", framework.NodeName
 	tcp, udp, sctp := v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP
 	withNodePort := func(p v1.ServicePort, n int32) v1.ServicePort { p.NodePort = n; return p }
-	dual := framework.ClusterIPService(ns, "dual", "10.96.10.31", withNodePort(framework.Port("http", tcp, 80, 8080), 30180),
-		withNodePort(framework.Port("dns", udp, 53, 5353), 30153), withNodePort(framework.Port("sctp", sctp, 9, 9009), 30109))
+	dual := framework.ClusterIPService(ns, "dual", "10.96.10.31", withNodePort(framework.Port("http", tcp, 80, 8080), 30096),
+		withNodePort(framework.Port("dns", udp, 53, 5353), 30056), withNodePort(framework.Port("sctp", sctp, 9, 9009), 30010))
 	dual.Spec.Type = v1.ServiceTypeNodePort
 	dual.Spec.ClusterIPs = []string{"10.96.10.31", "fd00:10:96::1031"}
 	dual.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
@@ -193,11 +194,11 @@ func oracleDualStack() []any {
 	dual6 := framework.Slice(ns, "dual", "dual-v6", ports, framework.Endpoint("fd00:10:244:1::40", node, true), framework.Endpoint("fd00:10:244:1::41", "other-node", true))
 	dual6.AddressType = discovery.AddressTypeIPv6
 
-	lb6 := framework.ClusterIPService(ns, "lb6", "fd00:10:96::1032", withNodePort(framework.Port("", tcp, 80, 8080), 30181))
+	lb6 := framework.ClusterIPService(ns, "lb6", "fd00:10:96::1032", withNodePort(framework.Port("", tcp, 80, 8080), 30097))
 	lb6.Spec.Type, lb6.Spec.ExternalTrafficPolicy = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal
 	lb6.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
 	lb6.Spec.LoadBalancerSourceRanges = []string{"2001:db8:41::/48"}
-	lb6.Spec.HealthCheckNodePort = 30281
+	lb6.Spec.HealthCheckNodePort = 30297
 	lb6.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::60"}}
 	lb6A := framework.Slice(ns, "lb6", "lb6-a", []discovery.EndpointPort{framework.SlicePort("", tcp, 8080)},
 		framework.Endpoint("fd00:10:244:1::42", node, true), framework.Endpoint("fd00:10:244:1::43", "other-node", true))
@@ -261,7 +262,7 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(env.Artifacts, "oracle-"+name+".txt"), []byte(text), 0o644)
 	}
 	if !strings.Contains(want.IPVS, "10.96.10.10:80") || !strings.Contains(want.IPVS, "10.0.2.15:30088") ||
-		!strings.Contains(want.IPVS, "[fd00:10:96::1031]:80") || !strings.Contains(want.IPVS, "["+oracleNode6+"]:30180") {
+		!strings.Contains(want.IPVS, "[fd00:10:96::1031]:80") || !strings.Contains(want.IPVS, "["+oracleNode6+"]:30096") {
 		t.Fatalf("upstream did not program the test services; its state:\n%s", want.IPVS)
 	}
 	for _, c := range []struct{ what, want, got string }{
