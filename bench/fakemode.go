@@ -37,8 +37,7 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 			[]discovery.EndpointPort{framework.SlicePort("https", v1.ProtocolTCP, 6443)},
 			framework.Endpoint(kubeReal.Addr().String(), "", true)))
 	for i := 0; i < n; i++ {
-		objs = append(objs, framework.ClusterIPService(namespace, serviceName(i), serviceIP(i).String(),
-			framework.Port("http", v1.ProtocolTCP, 80, 8080)), benchSlice(i, o.perService))
+		objs = append(objs, benchService(i, o.mix), benchSlice(i, o.perService))
 	}
 	// The simple clientset: the field-managed one costs seconds per
 	// thousand objects to build, which is not what this mode measures.
@@ -77,7 +76,7 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	cold := s.record("cold-start")
 	cold.Samples = ptr(1)
 	before := s.usage()
-	check := completion{k: k, n: n, perService: o.perService}
+	check := completion{k: k, n: n, perService: o.perService, mix: o.mix}
 	for {
 		since := time.Since(start)
 		if cold.KubernetesReadyMs == nil && k.kubernetesReady() {

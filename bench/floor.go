@@ -20,59 +20,61 @@ import (
 )
 
 // floorColdStart writes the same kernel state the proxiers program for n
-// Services (VIPs, ipset entries, virtual and real servers, default/kubernetes
-// first) with one plain netlink call per object and no diffing: the least work
-// any proxier must do, one netlink message per system call. It returns when
-// default/kubernetes was done and when everything was, and how much of it the
-// VIP addresses took.
-func floorColdStart(k kernel, n, perService int) (kubeReady, complete, addresses time.Duration, err error) {
+// Services of the mix (VIPs, ipset entries, virtual and real servers,
+// default/kubernetes first) with one plain netlink call per object and no
+// diffing: the least work any proxier must do, one netlink message per
+// system call. It returns when default/kubernetes was done and when
+// everything was, and how much of it the VIP addresses took.
+func floorColdStart(k kernel, n, perService int, mix string) (kubeReady, complete, addresses time.Duration, err error) {
 	start := time.Now()
 	if err := k.links.EnsureLink(); err != nil {
 		return 0, 0, 0, err
 	}
-	for _, s := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-IPS"} {
-		t := ipset.HashIPPort
-		if s == "KUBE-IPVS-IPS" {
-			t = ipset.HashIP
-		}
-		if err := k.sets.EnsureSet(ipset.Set{Name: s, Type: t, Family: "inet", MaxElem: ipset.DefaultMaxElem}); err != nil {
+	for name, t := range benchSets {
+		if err := k.sets.EnsureSet(ipset.Set{Name: name, Type: t, Family: "inet", MaxElem: ipset.DefaultMaxElem}); err != nil {
 			return 0, 0, 0, err
 		}
 	}
-	write := func(vip netip.Addr, port uint16, reals []netip.AddrPort) error {
+	write := func(o kernelObjects, reals []netip.AddrPort) error {
 		t := time.Now()
-		if err := k.links.AddAddresses([]netip.Addr{vip})[0]; err != nil {
-			return err
+		for _, a := range o.addresses {
+			if err := k.links.AddAddresses([]netip.Addr{a})[0]; err != nil {
+				return err
+			}
 		}
 		addresses += time.Since(t)
-		if err := k.sets.AddEntries("KUBE-CLUSTER-IP", []ipset.Entry{{IP: vip, Protocol: "tcp", Port: port}})[0]; err != nil {
-			return err
+		for _, e := range o.entries {
+			if err := k.sets.AddEntries(e.set, []ipset.Entry{e.entry})[0]; err != nil {
+				return fmt.Errorf("%s %s: %w", e.set, e.entry, err)
+			}
 		}
-		if err := k.sets.AddEntries("KUBE-IPVS-IPS", []ipset.Entry{{IP: vip}})[0]; err != nil {
-			return err
-		}
-		vs := ipvs.VirtualServer{Key: ipvs.Key{Address: vip, Protocol: ipvs.TCP, Port: port}, Scheduler: "rr"}
-		if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs}})[0]; err != nil {
-			return err
-		}
-		for _, r := range reals {
-			rs := ipvs.RealServer{Address: r.Addr(), Port: r.Port(), Weight: 1}
-			if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddRS, VS: vs, RS: rs}})[0]; err != nil {
+		for _, key := range o.virtualServers {
+			vs := ipvs.VirtualServer{Key: key, Scheduler: "rr"}
+			if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs}})[0]; err != nil {
 				return err
+			}
+			for _, r := range reals {
+				rs := ipvs.RealServer{Address: r.Addr(), Port: r.Port(), Weight: 1}
+				if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddRS, VS: vs, RS: rs}})[0]; err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	}
-	if err := write(kubeVIP, 443, []netip.AddrPort{kubeReal}); err != nil {
+	kube := kernelObjects{virtualServers: []ipvs.Key{kubeKey}, addresses: []netip.Addr{kubeVIP},
+		entries: []benchEntry{{"KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: "tcp", Port: 443}}, {"KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}}}}
+	if err := write(kube, []netip.AddrPort{kubeReal}); err != nil {
 		return 0, 0, 0, err
 	}
 	kubeReady = time.Since(start)
 	reals := make([]netip.AddrPort, perService)
+	nodeAddrs := nodeAddrsOf(mix)
 	for i := 0; i < n; i++ {
 		for j := range reals {
 			reals[j] = netip.AddrPortFrom(endpointIP(i, j, perService), 8080)
 		}
-		if err := write(serviceIP(i), 80, reals); err != nil {
+		if err := write(objectsOf(i, mix, nodeAddrs), reals); err != nil {
 			return 0, 0, 0, err
 		}
 	}

@@ -59,16 +59,38 @@ func (k kernel) kubernetesReady() bool {
 	return err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL
 }
 
+// wanted counts the kernel objects of n Services of a mix, and of
+// default/kubernetes.
+type wanted struct {
+	virtualServers, addresses int
+	entries                   map[string]int
+}
+
+func wantedObjects(n int, mix string) wanted {
+	w := wanted{virtualServers: 1, addresses: 1, entries: map[string]int{"KUBE-CLUSTER-IP": 1, "KUBE-IPVS-IPS": 1}}
+	nodeAddrs := nodeAddrsOf(mix)
+	for i := 0; i < n; i++ {
+		o := objectsOf(i, mix, nodeAddrs)
+		w.virtualServers += len(o.virtualServers)
+		w.addresses += len(o.addresses)
+		for _, e := range o.entries {
+			w.entries[e.set]++
+		}
+	}
+	return w
+}
+
 // complete says whether the kernel holds the whole desired state for n
-// Services of perService endpoints plus default/kubernetes; the string says
-// what is missing.
-func (k kernel) complete(n, perService int) (bool, string) {
+// Services of the mix, with perService endpoints each, plus
+// default/kubernetes; the string says what is missing.
+func (k kernel) complete(n, perService int, mix string) (bool, string) {
+	want := wantedObjects(n, mix)
 	vss, err := k.ipvs.VirtualServers()
 	if err != nil {
 		return false, err.Error()
 	}
-	if len(vss) < n+1 {
-		return false, fmt.Sprintf("%d/%d virtual servers", len(vss), n+1)
+	if len(vss) < want.virtualServers {
+		return false, fmt.Sprintf("%d/%d virtual servers", len(vss), want.virtualServers)
 	}
 	// /proc/net/ip_vs lists every real server in one read, where netlink
 	// needs a request per virtual server.
@@ -77,17 +99,17 @@ func (k kernel) complete(n, perService int) (bool, string) {
 		return false, err.Error()
 	}
 	reals := strings.Count(string(table), "Masq")
-	if want := n*perService + 1; reals < want {
-		return false, fmt.Sprintf("%d/%d real servers", reals, want)
+	if wantReals := (want.virtualServers-1)*perService + 1; reals < wantReals {
+		return false, fmt.Sprintf("%d/%d real servers", reals, wantReals)
 	}
 	addrs, err := k.links.Addresses()
-	if err != nil || len(addrs) < n+1 {
-		return false, fmt.Sprintf("%d/%d addresses (%v)", len(addrs), n+1, err)
+	if err != nil || len(addrs) < want.addresses {
+		return false, fmt.Sprintf("%d/%d addresses (%v)", len(addrs), want.addresses, err)
 	}
-	for _, set := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-IPS"} {
-		entries, err := k.sets.Entries(set)
-		if err != nil || len(entries) < n+1 {
-			return false, fmt.Sprintf("%s %d/%d entries (%v)", set, len(entries), n+1, err)
+	for set, count := range want.entries {
+		have, err := k.sets.Count(set)
+		if err != nil || have < count {
+			return false, fmt.Sprintf("%s %d/%d entries (%v)", set, have, count, err)
 		}
 	}
 	return true, ""

@@ -57,6 +57,8 @@ type record struct {
 	AnswerP50ms *float64 `json:"answer_p50_ms,omitempty"`
 	AnswerP99ms *float64 `json:"answer_p99_ms,omitempty"`
 	Note        string   `json:"note,omitempty"`
+	// Mix is the Services' mix: "" for ClusterIPs alone, or "mixed".
+	Mix string `json:"mix,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -92,6 +94,8 @@ type options struct {
 	// oursFlags are extra command-line flags for kube-ipvs-proxy, e.g. to
 	// try a longer --ipvs-sync-period.
 	oursFlags []string
+	// mix is the Services' mix (see shapeOf).
+	mix string
 }
 
 // wants says whether a scenario was asked for; the cold start always runs,
@@ -115,6 +119,7 @@ func main() {
 	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,restart",
 		"scenarios to run (the cold start always runs: the others need its state)")
 	oursFlags := flag.String("ours-flags", "", "extra space-separated flags for kube-ipvs-proxy")
+	flag.StringVar(&o.mix, "mix", "", `the Services' mix: empty for ClusterIPs alone, or "mixed" (NodePorts, LoadBalancers, external IPs; see bench/mix.go)`)
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
 	create := flag.Int("create", 0, "only create the API objects for this many Services, from the host (under testcluster, before the VM starts)")
 	child := flag.String("child", "", "internal: measure the one proxier at the one scale given and write its records to this file")
@@ -127,7 +132,7 @@ func main() {
 		return
 	}
 	if *create > 0 {
-		if err := createFromHost(*create, o.perService); err != nil {
+		if err := createFromHost(*create, o.perService, o.mix); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -139,7 +144,15 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bench: bad scale %q\n", s)
 			os.Exit(2)
 		}
+		if o.mix == mixMixed && n > mixMax {
+			fmt.Fprintf(os.Stderr, "bench: the mixed scenario has node ports for %d Services at most, not %d\n", mixMax, n)
+			os.Exit(2)
+		}
 		o.scales = append(o.scales, n)
+	}
+	if o.mix != "" && o.mix != mixMixed {
+		fmt.Fprintf(os.Stderr, "bench: unknown -mix %q (empty or %q)\n", o.mix, mixMixed)
+		os.Exit(2)
 	}
 	o.proxiers = strings.Split(*proxiers, ",")
 	o.oursFlags = strings.Fields(*oursFlags)
@@ -176,10 +189,13 @@ func run(o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	if err := addNodeAddrs(o.mix); err != nil {
+		return err
+	}
 	var records []record
 	for _, n := range o.scales {
 		progress("[%d svc] creating API objects", n)
-		if err := ensureObjects(env, n, o.perService, func(done int) { progress("[%d svc] %d services created", n, done) }); err != nil {
+		if err := ensureObjects(env, n, o.perService, o.mix, func(done int) { progress("[%d svc] %d services created", n, done) }); err != nil {
 			return err
 		}
 		for _, name := range o.proxiers {
@@ -190,12 +206,15 @@ func run(o options) error {
 				progress("[%d svc] %v; the next cold start may pay for the last one's deletions", n, err)
 			}
 			recs, err := measureInChild(n, name, o)
+			for i := range recs {
+				recs[i].Mix = o.mix
+			}
 			records = append(records, recs...)
 			if err != nil {
 				// One proxier failing must not lose the rest of a long run.
 				progress("[%d svc] %s FAILED: %v", n, name, err)
 				records = append(records, record{Proxier: name, Scenario: "error", Services: n,
-					EndpointsPerService: o.perService, Note: err.Error()})
+					EndpointsPerService: o.perService, Note: err.Error(), Mix: o.mix})
 			}
 			if err := writeResults(o.out, records); err != nil {
 				return err
@@ -261,12 +280,12 @@ func runChild(o options, path string) error {
 
 func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, error) {
 	progress("[%d svc] floor: cold start", n)
-	kube, all, addresses, err := floorColdStart(k, n, o.perService)
+	kube, all, addresses, err := floorColdStart(k, n, o.perService, o.mix)
 	if err != nil {
 		return nil, err
 	}
-	ok, missing := k.complete(n, o.perService)
-	note := fmt.Sprintf("%d VIP addresses on kube-ipvs0: %s of it", n+1, addresses.Round(time.Millisecond))
+	ok, missing := k.complete(n, o.perService, o.mix)
+	note := fmt.Sprintf("%d VIP addresses on kube-ipvs0: %s of it", wantedObjects(n, o.mix).addresses, addresses.Round(time.Millisecond))
 	if route, err := floorLocalRoute(k); err != nil {
 		note += "; " + err.Error()
 	} else {
@@ -361,6 +380,7 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 type completion struct {
 	k             kernel
 	n, perService int
+	mix           string
 	next          time.Time
 }
 
@@ -372,7 +392,7 @@ func (c *completion) poll(start time.Time) (bool, time.Duration) {
 		return false, 0
 	}
 	t0 := time.Now()
-	ok, _ := c.k.complete(c.n, c.perService)
+	ok, _ := c.k.complete(c.n, c.perService, c.mix)
 	c.next = time.Now().Add(10 * time.Since(t0))
 	return ok, seen
 }
@@ -411,7 +431,7 @@ func (s *session) coldStart() (record, error) {
 	cold := s.record("cold-start")
 	cold.Samples = ptr(1)
 	var kubeAt time.Duration
-	check := completion{k: s.k, n: s.n, perService: s.o.perService}
+	check := completion{k: s.k, n: s.n, perService: s.o.perService, mix: s.o.mix}
 	for {
 		if done, err := p.Exited(); done {
 			return cold, fmt.Errorf("%s exited: %v (see %s)", s.name, err, p.LogPath)
@@ -432,7 +452,7 @@ func (s *session) coldStart() (record, error) {
 			}
 		}
 		if since > coldCap {
-			_, missing := s.k.complete(s.n, s.o.perService)
+			_, missing := s.k.complete(s.n, s.o.perService, s.o.mix)
 			if kubeAt == 0 {
 				missing = strings.TrimPrefix(missing+"; ", "; ") + "default/kubernetes not fully programmed (VS, real server, VIP, ipsets, masquerade rules)"
 			}

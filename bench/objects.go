@@ -53,14 +53,14 @@ func benchSlice(i, perService int, extra ...netip.Addr) *discovery.EndpointSlice
 // the emulated VM, client-go's TLS and encoding made creating 50k Services
 // take 48 minutes. The VM's run then finds them and creates only what later
 // scales add.
-func createFromHost(n, perService int) error {
+func createFromHost(n, perService int, mix string) error {
 	env, err := framework.LoadHost()
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	progress("[%d svc] creating API objects from the host", n)
-	if err := ensureObjects(env, n, perService, func(done int) {
+	if err := ensureObjects(env, n, perService, mix, func(done int) {
 		if done%10000 == 0 {
 			progress("[%d svc] %d services created", n, done)
 		}
@@ -71,10 +71,10 @@ func createFromHost(n, perService int) error {
 	return nil
 }
 
-// ensureObjects creates Services 0..n-1 with their slices (those that exist
-// are kept), plus an endpoint for default/kubernetes so that it programs a
-// real server as on a real cluster.
-func ensureObjects(env *framework.Env, n, perService int, progress func(done int)) error {
+// ensureObjects creates Services 0..n-1 of the mix with their slices (those
+// that exist are kept), plus an endpoint for default/kubernetes so that it
+// programs a real server as on a real cluster.
+func ensureObjects(env *framework.Env, n, perService int, mix string, progress func(done int)) error {
 	if err := env.CreateNamespace(namespace); err != nil {
 		return err
 	}
@@ -108,9 +108,7 @@ func ensureObjects(env *framework.Env, n, perService int, progress func(done int
 	var mu sync.Mutex
 	done := len(have)
 	return parallel(16, missing, func(i int) error {
-		svc := framework.ClusterIPService(namespace, serviceName(i), serviceIP(i).String(),
-			framework.Port("http", v1.ProtocolTCP, 80, 8080))
-		if err := env.Apply(svc, benchSlice(i, perService)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := env.Apply(benchService(i, mix), benchSlice(i, perService)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		mu.Lock()

@@ -139,6 +139,11 @@ func report(records []record, plots []string) string {
 	var b strings.Builder
 	b.WriteString("# Benchmark report\n\nMeasured inside the test VM (see docs/testing.md and docs/performance.md); " +
 		"numbers are for ratios within one run. CPU profiles of kube-ipvs-proxy are in profiles/.\n")
+	if len(records) > 0 && records[0].Mix == mixMixed {
+		b.WriteString("\nServices mixed as in bench/mix.go: of every 100, 10 NodePorts with externalTrafficPolicy Local, " +
+			"10 with Cluster, 5 LoadBalancers with two source ranges, 5 ClusterIPs with an external IP, 70 ClusterIPs; " +
+			"the node has 3 addresses.\n")
+	}
 	for _, p := range plots {
 		fmt.Fprintf(&b, "\n![%s](%s)\n", strings.TrimSuffix(p, ".svg"), p)
 	}
