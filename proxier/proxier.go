@@ -243,14 +243,22 @@ func (p *Proxier) recordSetup(err error) {
 // and the iptables glue. All of it is idempotent and keeps existing state;
 // readBack is glue.ensure's.
 func (p *Proxier) setupKernel(readBack bool) error {
+	start := time.Now()
+	var took []zap.Field
+	lap := func(what string) { took = append(took, zap.Duration(what, time.Since(start))) }
+	// Where a setup's time went, counted from its start, for the -v 4 log
+	// (the sync line has the total).
+	defer func() { p.log.Debug("kernel setup", took...) }()
 	if err := p.kernel.Links.EnsureLink(); err != nil {
 		return err
 	}
+	lap("link")
 	for _, s := range p.sets() {
 		if err := p.kernel.Sets.EnsureSet(s); err != nil {
 			return err
 		}
 	}
+	lap("sets")
 	for _, g := range p.glues {
 		if g.guessing() {
 			// Every cluster has default/kubernetes: an IPv4 cluster IP is
@@ -271,6 +279,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		if drifted {
 			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.fam))
 		}
+		lap("iptables " + g.fam.String())
 	}
 	return nil
 }
