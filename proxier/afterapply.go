@@ -3,6 +3,7 @@ package proxier
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -51,10 +52,20 @@ func (p *Proxier) syncGlueAhead() {
 		if !grew || !g.use(in) {
 			continue
 		}
-		if _, err := g.ensure(false); err != nil {
-			p.metrics.IPTablesRestoreFailures.Inc()
-			p.recordSetup(err)
-		}
+		p.rewriteGlue(g)
+	}
+}
+
+// rewriteGlue writes g's chains as a sync now wants them; a failure is
+// retried like the kernel setup.
+func (p *Proxier) rewriteGlue(g *glue) {
+	_, err := g.ensure(false)
+	t := g.lastTimes()
+	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
+		zap.Durations("lock, save, restore", []time.Duration{t.lock, t.save, t.restore}), zap.Error(err))
+	if err != nil {
+		p.metrics.IPTablesRestoreFailures.Inc()
+		p.recordSetup(err)
 	}
 }
 
@@ -85,9 +96,6 @@ func (p *Proxier) syncGlue() {
 		if !g.use(in) {
 			continue
 		}
-		if _, err := g.ensure(false); err != nil {
-			p.metrics.IPTablesRestoreFailures.Inc()
-			p.recordSetup(err)
-		}
+		p.rewriteGlue(g)
 	}
 }

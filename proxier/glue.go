@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
@@ -232,6 +233,8 @@ type glue struct {
 	written string
 	// wrote is the payload of the last restore, without its jump inserts.
 	wrote string
+	// took is how long the last ensure's steps took, for the -v 4 log.
+	took glueTimes
 }
 
 // ensure rewrites our chains and inserts the missing jumps in one
@@ -240,9 +243,13 @@ type glue struct {
 // restore; the first sync's critical path leaves that to the next call.
 // drifted reports a rewrite of chains that had been in place.
 func (g *glue) ensure(readBack bool) (drifted bool, err error) {
+	start := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.took = glueTimes{lock: time.Since(start)}
+	lap := func(d *time.Duration) { *d = time.Since(start) }
 	saved, err := g.ipt.Save()
+	lap(&g.took.save)
 	if err != nil {
 		return false, err
 	}
@@ -269,15 +276,30 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 	// Drift is a change in the kernel, not in what we want.
 	drifted = g.written != "" && (ours != g.written || len(missing) > 0)
 	g.written, g.wrote = "", want
-	if err := g.ipt.Restore(payload); err != nil {
+	err = g.ipt.Restore(payload)
+	lap(&g.took.restore)
+	if err != nil {
 		return drifted, err
 	}
 	if readBack {
 		if saved, err := g.ipt.Save(); err == nil {
 			g.written = ourChains(saved, payload)
 		}
+		lap(&g.took.readBack)
 	}
 	return drifted, nil
+}
+
+// glueTimes are the steps of one ensure, each counted from its call: the
+// wait for the lock, iptables-save, iptables-restore (0 if none was
+// needed) and the read-back save (0 if none).
+type glueTimes struct{ lock, save, restore, readBack time.Duration }
+
+// lastTimes are the last ensure's glueTimes.
+func (g *glue) lastTimes() glueTimes {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.took
 }
 
 // use records what the chains depend on, and reports whether that changed

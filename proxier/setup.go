@@ -77,6 +77,9 @@ func (p *Proxier) setupKernel(readBack bool) error {
 			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.fam))
 		}
 		lap("iptables " + g.fam.String())
+		t := g.lastTimes()
+		took = append(took, zap.Durations("iptables "+g.fam.String()+" lock, save, restore, read back",
+			[]time.Duration{t.lock, t.save, t.restore, t.readBack}))
 	}
 	return nil
 }
