@@ -59,8 +59,7 @@ func (p *Proxier) syncGlueAhead() {
 // rewriteGlue writes g's chains as a sync now wants them; a failure is
 // retried like the kernel setup.
 func (p *Proxier) rewriteGlue(g *glue) {
-	_, err := g.ensure(false)
-	t := g.lastTimes()
+	_, t, err := g.ensure(false)
 	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
 		zap.Durations("lock, save, restore", []time.Duration{t.lock, t.save, t.restore}), zap.Error(err))
 	if err != nil {

@@ -72,6 +72,12 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	problems = append(problems, rangeProblems...)
 	problems = append(problems, familiesLacking(clusterIPs, "external IP", externalIPs)...)
 	problems = append(problems, familiesLacking(clusterIPs, "load-balancer ingress IP", lbIPs)...)
+	fams := make([]familyInputs, len(clusterIPs))
+	for i, ip := range clusterIPs {
+		fam := familyOf(ip)
+		fams[i] = familyInputs{fam: fam, clusterIP: ip, external: ofFamily(fam, externalIPs), lb: ofFamily(fam, lbIPs),
+			ranges: ofFamily(fam, sourceRanges), nodePort: ofFamily(fam, node.nodePort)}
+	}
 	var scheduled bool
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
@@ -89,33 +95,30 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			problems = append(problems, fmt.Sprintf("port %q: invalid nodePort %d; node port skipped", sp.Name, sp.NodePort))
 		}
 		policy := policiesOf(svc, sp)
-		for _, clusterIP := range clusterIPs {
-			fam := familyOf(clusterIP)
-			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, fam)
+		for _, f := range fams {
+			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, f.fam)
 			problems = append(problems, epProblems...)
 			choice := categorize(eps, policy, cfg.NodeName, node.zone)
-			p := portState{serviceState: &st, fam: fam, svc: svc, scheduler: scheduler, proto: proto,
+			p := portState{serviceState: &st, fam: f.fam, svc: svc, scheduler: scheduler, proto: proto,
 				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 
 			internal, noLocal := choice.pick(policy.internalLocal)
 			st.noLocalEndpoints = st.noLocalEndpoints || noLocal
-			p.clusterIP(clusterIP, internal, eps)
+			p.clusterIP(f.clusterIP, internal, eps)
 			scheduled = true
 
 			external, noLocal := choice.pick(policy.externalLocal)
-			ext, lb := ofFamily(fam, externalIPs), ofFamily(fam, lbIPs)
-			if len(ext)+len(lb) > 0 {
+			if len(f.external)+len(f.lb) > 0 {
 				st.noLocalExternal = st.noLocalExternal || noLocal
 			}
-			p.externalIPs(ext, external, policy.externalLocal)
-			p.loadBalancers(lb, external, policy.externalLocal, ofFamily(fam, sourceRanges), node.primary[fam])
+			p.externalIPs(f.external, external, policy.externalLocal)
+			p.loadBalancers(f.lb, external, policy.externalLocal, f.ranges, node.primary[f.fam])
 
-			nodeIPs := ofFamily(fam, node.nodePort)
-			if sp.NodePort == 0 || !nodePortOK || len(nodeIPs) == 0 {
+			if sp.NodePort == 0 || !nodePortOK || len(f.nodePort) == 0 {
 				continue
 			}
 			st.noLocalExternal = st.noLocalExternal || noLocal
-			p.nodePorts(nodeIPs, uint16(sp.NodePort), external, policy.externalLocal)
+			p.nodePorts(f.nodePort, uint16(sp.NodePort), external, policy.externalLocal)
 		}
 	}
 	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
@@ -125,23 +128,33 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			st.healthCheckPort = uint16(hc)
 			// The Service's first family counts its pods, as one family's
 			// endpoints are each pod once.
-			st.localReady = localReady(svc, slices, cfg.NodeName, familyOf(clusterIPs[0]))
-			for _, ip := range clusterIPs {
-				st.entries = append(st.entries, setEntry{familyOf(ip).set(setHealthCheckNodePort), ipset.Entry{Port: st.healthCheckPort}})
+			st.localReady = localReady(svc, slices, cfg.NodeName, fams[0].fam)
+			for _, f := range fams {
+				st.entries = append(st.entries, setEntry{f.fam.set(setHealthCheckNodePort), ipset.Entry{Port: st.healthCheckPort}})
 			}
 		}
 	}
 	if scheduled {
-		for _, ip := range clusterIPs {
-			fam := familyOf(ip)
-			bound := boundAddresses(ip, append(ofFamily(fam, externalIPs), ofFamily(fam, lbIPs)...), node)
+		for _, f := range fams {
+			bound := boundAddresses(f.clusterIP, append(append([]netip.Addr(nil), f.external...), f.lb...), node)
 			st.addresses = append(st.addresses, bound...)
 			for _, a := range bound {
-				st.entries = append(st.entries, setEntry{fam.set(setIPVSIPs), ipset.Entry{IP: a}})
+				st.entries = append(st.entries, setEntry{f.fam.set(setIPVSIPs), ipset.Entry{IP: a}})
 			}
 		}
 	}
 	return st, problems
+}
+
+// familyInputs are a Service's inputs of one family: its cluster IP of that
+// family, and the external and ingress IPs, source ranges and NodePort
+// addresses of the same family.
+type familyInputs struct {
+	fam          ipFamily
+	clusterIP    netip.Addr
+	external, lb []netip.Addr
+	ranges       []netip.Prefix
+	nodePort     []netip.Addr
 }
 
 // clusterIPsOf lists svc's cluster IPs, one per family (clusterIPs, or

@@ -104,10 +104,10 @@ func (a glueInput) equal(b glueInput) bool {
 
 // gluePayload renders one family's chains for iptables-restore (or
 // ip6tables-restore), rule for rule as upstream kube-proxy writes them, and
-// inserts the jumps missing from the built-in chains. The chains depend on configuration and on glueInput:
-// per-Service matching happens in the ipsets, so a Service change rewrites
-// iptables only when it fills a set or empties it, or blocks the node from
-// a load balancer.
+// inserts the jumps missing from the built-in chains. The chains depend on
+// configuration and on glueInput: per-Service matching happens in the
+// ipsets, so a Service change rewrites iptables only when it fills a set or
+// empties it, or blocks the node from a load balancer.
 func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput) []byte {
 	inUse := in.inUse
 	loopback, reject := "127.0.0.0/8", "icmp-port-unreachable"
@@ -233,8 +233,6 @@ type glue struct {
 	written string
 	// wrote is the payload of the last restore, without its jump inserts.
 	wrote string
-	// took is how long the last ensure's steps took, for the -v 4 log.
-	took glueTimes
 }
 
 // ensure rewrites our chains and inserts the missing jumps in one
@@ -242,16 +240,16 @@ type glue struct {
 // after a restore, one more process, so that the next call can skip its
 // restore; the first sync's critical path leaves that to the next call.
 // drifted reports a rewrite of chains that had been in place.
-func (g *glue) ensure(readBack bool) (drifted bool, err error) {
+func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 	start := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.took = glueTimes{lock: time.Since(start)}
+	took.lock = time.Since(start)
 	lap := func(d *time.Duration) { *d = time.Since(start) }
 	saved, err := g.ipt.Save()
-	lap(&g.took.save)
+	lap(&took.save)
 	if err != nil {
-		return false, err
+		return false, took, err
 	}
 	present := map[string]bool{}
 	for _, l := range strings.Split(string(saved), "\n") {
@@ -271,36 +269,29 @@ func (g *glue) ensure(readBack bool) (drifted bool, err error) {
 	// What we want, without the one-off jump inserts.
 	want := string(gluePayload(g.cfg, g.fam, nil, in))
 	if len(missing) == 0 && g.written != "" && ours == g.written && want == g.wrote {
-		return false, nil
+		return false, took, nil
 	}
 	// Drift is a change in the kernel, not in what we want.
 	drifted = g.written != "" && (ours != g.written || len(missing) > 0)
 	g.written, g.wrote = "", want
 	err = g.ipt.Restore(payload)
-	lap(&g.took.restore)
+	lap(&took.restore)
 	if err != nil {
-		return drifted, err
+		return drifted, took, err
 	}
 	if readBack {
 		if saved, err := g.ipt.Save(); err == nil {
 			g.written = ourChains(saved, payload)
 		}
-		lap(&g.took.readBack)
+		lap(&took.readBack)
 	}
-	return drifted, nil
+	return drifted, took, nil
 }
 
 // glueTimes are the steps of one ensure, each counted from its call: the
 // wait for the lock, iptables-save, iptables-restore (0 if none was
 // needed) and the read-back save (0 if none).
 type glueTimes struct{ lock, save, restore, readBack time.Duration }
-
-// lastTimes are the last ensure's glueTimes.
-func (g *glue) lastTimes() glueTimes {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.took
-}
 
 // use records what the chains depend on, and reports whether that changed
 // them, so that ensure must rewrite them.

@@ -91,7 +91,7 @@ func TestGlueSetRules(t *testing.T) {
 	ipt := &iptables.Fake{}
 	g := &glue{ipt: ipt, cfg: cfg}
 	g.guess(map[string]bool{setClusterIP: true})
-	if _, err := g.ensure(true); err != nil {
+	if _, _, err := g.ensure(true); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ipt.Payloads[0], "--match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT") {
@@ -104,7 +104,7 @@ func TestGlueSetRules(t *testing.T) {
 	if !g.use(glueInput{inUse: map[string]bool{setClusterIP: true, setNodePortTCP: true}}) {
 		t.Error("a set filled not reported")
 	}
-	if _, err := g.ensure(true); err != nil {
+	if _, _, err := g.ensure(true); err != nil {
 		t.Fatal(err)
 	}
 	saved, _ := ipt.Save()
@@ -116,7 +116,7 @@ func TestGlueSetRules(t *testing.T) {
 func TestGlueJumpsAreInsertedInUpstreamOrder(t *testing.T) {
 	ipt := &iptables.Fake{}
 	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
-	if _, err := g.ensure(true); err != nil {
+	if _, _, err := g.ensure(true); err != nil {
 		t.Fatal(err)
 	}
 	// Within each built-in chain the jumps are in jumpRules' order.
@@ -170,7 +170,7 @@ func TestGlueRestoresOnlyWhatDiffers(t *testing.T) {
 	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
 	ensure := func(readBack bool, wantRestores int, wantDrifted bool) {
 		t.Helper()
-		drifted, err := g.ensure(readBack)
+		drifted, _, err := g.ensure(readBack)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 			}
 			g.guess(filled)
 		}
-		drifted, err := g.ensure(readBack)
+		drifted, t, err := g.ensure(readBack)
 		if err != nil {
 			p.metrics.IPTablesRestoreFailures.Inc()
 			return err
@@ -77,7 +77,6 @@ func (p *Proxier) setupKernel(readBack bool) error {
 			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.fam))
 		}
 		lap("iptables " + g.fam.String())
-		t := g.lastTimes()
 		took = append(took, zap.Durations("iptables "+g.fam.String()+" lock, save, restore, read back",
 			[]time.Duration{t.lock, t.save, t.restore, t.readBack}))
 	}
