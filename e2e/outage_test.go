@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	discovery "k8s.io/api/discovery/v1"
 )
 
 // apiserverRule cuts the VM off from the apiserver (its only route to it is
@@ -18,7 +20,7 @@ var apiserverRule = []string{"OUTPUT", "-d", "10.0.2.100", "-p", "tcp", "--dport
 // looping on a Service sees no failed request, the proxier writes nothing
 // to the kernel (so removes nothing), and /healthz stays 200, as upstream's
 // does with no change pending. A change made once it is back is
-// programmed. Serial: every test needs the apiserver.
+// programmed, and so is a new Service. Serial: every test needs the apiserver.
 func TestAPIServerOutage(t *testing.T) {
 	ourProxier(t)
 	const ns = "outage"
@@ -77,6 +79,14 @@ func TestAPIServerOutage(t *testing.T) {
 	_, both := webService(ns, "10.96.41.10", a, b)
 	mustApply(t, both)
 	waitAnswerSet(t, client.HTTP, vip, "outage-a,outage-b", 8, 90*time.Second)
+	// The Service watch comes back on its own backoff, apart from the
+	// slices': a new Service is programmed too before the next test, which
+	// creates one and gives it 30 s.
+	after, afterSlice := webService(ns, "10.96.41.11", a)
+	after.Name, afterSlice.Name = "after", "after-1"
+	afterSlice.Labels[discovery.LabelServiceName] = "after"
+	mustApply(t, after, afterSlice)
+	waitAnswerSet(t, client.HTTP, ap("10.96.41.11:80"), "outage-a", 2, 90*time.Second)
 	close(stop)
 	loop.Wait()
 	if n := failed.Load(); n != 0 {
