@@ -43,6 +43,10 @@ func TestLoadBalancer(t *testing.T) {
 	if who, err := outside.HTTP(vip, 2*time.Second); err == nil {
 		t.Errorf("a client outside the source ranges was answered by %s", who)
 	}
+	// The node is outside them too (KUBE-IPVS-OUT-FILTER).
+	if who, err := framework.NodeHTTP(vip, 2*time.Second); err == nil {
+		t.Errorf("the node, outside the source ranges, was answered by %s", who)
+	}
 
 	const check = "http://127.0.0.1:30283/healthz"
 	healthCheck := func(code int, count string) func() error {
@@ -62,4 +66,21 @@ func TestLoadBalancer(t *testing.T) {
 	svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, "192.168.34.0/24")
 	mustApply(t, svc, both)
 	waitAnswerSet(t, outside.HTTP, vip, "lb-here", 4, 30*time.Second)
+
+	// And the node: its rule alone is deleted, then appended again when
+	// the ranges leave the node out once more.
+	svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, "10.0.2.0/24")
+	mustApply(t, svc)
+	waitAnswerSet(t, framework.NodeHTTP, vip, "lb-here", 4, 30*time.Second)
+	svc.Spec.LoadBalancerSourceRanges = svc.Spec.LoadBalancerSourceRanges[:2]
+	mustApply(t, svc)
+	eventually(t, "the node refused again", 30*time.Second, func() error {
+		if who, err := framework.NodeHTTP(vip, 2*time.Second); err == nil {
+			return fmt.Errorf("the node, outside the source ranges, was answered by %s", who)
+		}
+		return nil
+	})
+	if n := strings.Count(ourIPTables(t), "--vaddr 10.250.33.1 "); n != 1 {
+		t.Errorf("%d rules block the node from 10.250.33.1, want 1", n)
+	}
 }

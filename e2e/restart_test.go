@@ -47,7 +47,8 @@ func vsConnections(t *testing.T, vip string) int {
 }
 
 // TestRestartLosesNothing: restarting the proxier while a client loops on a
-// Service loses no request and removes and re-adds no kernel object.
+// Service loses no request and removes and re-adds no kernel object, nor
+// the rule that keeps the node from a load balancer.
 func TestRestartLosesNothing(t *testing.T) {
 	old := ourProxier(t)
 	const ns = "restart"
@@ -55,9 +56,21 @@ func TestRestartLosesNothing(t *testing.T) {
 	a, b := mustPod(t, "restart-a", "10.244.23.1", true), mustPod(t, "restart-b", "10.244.23.2", true)
 	client := mustPod(t, "restart-client", "10.244.23.100", false)
 	svc, slice := webService(ns, "10.96.23.10", a, b)
+	// A load balancer whose source ranges leave the node out.
+	svc.Spec.Type, svc.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"192.168.23.0/24"}
+	svc.Spec.AllocateLoadBalancerNodePorts = new(bool)
+	svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.250.23.1"}}
 	mustApply(t, svc, slice)
 	vip := ap("10.96.23.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "restart-a,restart-b", 4, 30*time.Second)
+	// The node is refused, and the refusal counted on the rule.
+	if who, err := framework.NodeHTTP(ap("10.250.23.1:80"), time.Second); err == nil {
+		t.Fatalf("the node, outside the source ranges, was answered by %s", who)
+	}
+	blockedBefore := blockedPackets(t, "10.250.23.1")
+	if blockedBefore == 0 {
+		t.Fatal("the blocked load balancer's rule counted no packet")
+	}
 
 	// Watch kube-ipvs0 for any address going away.
 	monitor := exec.Command("ip", "-o", "monitor", "address")
@@ -145,6 +158,30 @@ func TestRestartLosesNothing(t *testing.T) {
 	if ops[0] != 0 {
 		t.Errorf("restarted proxier wrote %v kernel objects, want 0 (everything was in place)", ops)
 	}
+	if after := blockedPackets(t, "10.250.23.1"); after < blockedBefore {
+		t.Errorf("the blocked load balancer's rule counted %d packets before the restart, %d after: it was rewritten", blockedBefore, after)
+	}
+}
+
+// blockedPackets is the packet counter of the KUBE-IPVS-OUT-FILTER rule
+// that keeps the node from vip; rewriting the rule starts it from zero.
+func blockedPackets(t *testing.T, vip string) int {
+	t.Helper()
+	out, err := framework.Output("iptables-save", "-c", "-t", "filter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "-A KUBE-IPVS-OUT-FILTER ") && strings.Contains(l, "--vaddr "+vip+" ") {
+			var packets, bytes int
+			if _, err := fmt.Sscanf(l, "[%d:%d]", &packets, &bytes); err != nil {
+				t.Fatalf("counters of %q: %v", l, err)
+			}
+			return packets
+		}
+	}
+	t.Fatalf("no rule keeps the node from %s:\n%s", vip, out)
+	return 0
 }
 
 // TestLinkDeletedBehindOurBack: deleting kube-ipvs0 (and with it every VIP)

@@ -1,14 +1,11 @@
 package proxier
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 )
 
 // What a sync does once the reconciler has applied the changes: bring the
@@ -40,15 +37,16 @@ func (p *Proxier) syncHealthChecks() {
 	}
 }
 
-// syncGlueAhead writes the rules of sets about to get their first entries
-// before the apply writes those entries and their virtual servers. A
-// connection whose first packet comes before its rule keeps the conntrack
-// entry that packet made: a pod reaching itself through a Service whose
-// loop-back rule came a moment late was never masqueraded. Rules of sets
-// that empty go after the apply, in syncGlue.
+// syncGlueAhead writes the rules of sets about to get their first entries,
+// and of load-balancer VIPs about to be blocked from the node, before the
+// apply writes those entries and their virtual servers. A connection whose
+// first packet comes before its rule keeps the conntrack entry that packet
+// made: a pod reaching itself through a Service whose loop-back rule came a
+// moment late was never masqueraded. Rules that go away are removed after
+// the apply, in syncGlue.
 func (p *Proxier) syncGlueAhead() {
 	for _, g := range p.glues {
-		in, grew := g.grow(p.setsInUse)
+		in, grew := g.grow(p.glueInput(g.fam))
 		if !grew || !g.use(in) {
 			continue
 		}
@@ -56,12 +54,13 @@ func (p *Proxier) syncGlueAhead() {
 	}
 }
 
-// rewriteGlue writes g's chains as a sync now wants them; a failure is
-// retried like the kernel setup.
+// rewriteGlue writes g's chains as a sync now wants them, and reads them
+// back so that the next drift check need not; a failure is retried like
+// the kernel setup.
 func (p *Proxier) rewriteGlue(g *glue) {
-	_, t, err := g.ensure(false)
+	_, t, err := g.ensure(true)
 	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
-		zap.Durations("lock, save, restore", []time.Duration{t.lock, t.save, t.restore}), zap.Error(err))
+		zap.Durations("lock, save, restore, read back", []time.Duration{t.lock, t.save, t.restore, t.readBack}), zap.Error(err))
 	if err != nil {
 		p.metrics.IPTablesRestoreFailures.Inc()
 		p.recordSetup(err)
@@ -72,29 +71,34 @@ func (p *Proxier) rewriteGlue(g *glue) {
 // filled or emptied, or the VIPs blocked from the node changed; a failure
 // is retried like the kernel setup.
 func (p *Proxier) syncGlue() {
+	for _, g := range p.glues {
+		if g.use(p.glueInput(g.fam)) {
+			p.rewriteGlue(g)
+		}
+	}
+}
+
+// glueInput is what fam's chains depend on now.
+func (p *Proxier) glueInput(fam ipFamily) glueInput {
 	if p.blockedDirty {
 		p.blocked = nil // a new slice: the glue keeps the last one it was given
 		for _, list := range p.nodeBlocked {
 			p.blocked = append(p.blocked, list...)
 		}
-		slices.SortFunc(p.blocked, func(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) })
+		slices.SortFunc(p.blocked, compareEntries)
+		p.blocked = slices.Compact(p.blocked)
 		p.blockedDirty = false
 	}
-	for _, g := range p.glues {
-		in := glueInput{inUse: map[string]bool{}, podCIDR: p.nodeIPs.current.podCIDR[g.fam]}
-		for _, s := range glueSets() {
-			if p.setsInUse[g.fam.set(s)] {
-				in.inUse[s] = true
-			}
+	in := glueInput{inUse: map[string]bool{}, podCIDR: p.nodeIPs.current.podCIDR[fam]}
+	for _, s := range glueSets() {
+		if p.setsInUse[fam.set(s)] {
+			in.inUse[s] = true
 		}
-		for _, e := range p.blocked {
-			if g.fam.holds(e.IP) {
-				in.nodeBlocked = append(in.nodeBlocked, e)
-			}
-		}
-		if !g.use(in) {
-			continue
-		}
-		p.rewriteGlue(g)
 	}
+	for _, e := range p.blocked {
+		if fam.holds(e.IP) {
+			in.nodeBlocked = append(in.nodeBlocked, e)
+		}
+	}
+	return in
 }

@@ -99,7 +99,12 @@ type glueInput struct {
 }
 
 func (a glueInput) equal(b glueInput) bool {
-	return maps.Equal(a.inUse, b.inUse) && slices.Equal(a.nodeBlocked, b.nodeBlocked) && a.podCIDR == b.podCIDR
+	return a.sameButBlocked(b) && slices.Equal(a.nodeBlocked, b.nodeBlocked)
+}
+
+// sameButBlocked says whether a and b differ at most in their blocked VIPs.
+func (a glueInput) sameButBlocked(b glueInput) bool {
+	return maps.Equal(a.inUse, b.inUse) && a.podCIDR == b.podCIDR
 }
 
 // gluePayload renders one family's chains for iptables-restore (or
@@ -107,8 +112,9 @@ func (a glueInput) equal(b glueInput) bool {
 // inserts the jumps missing from the built-in chains. The chains depend on
 // configuration and on glueInput: per-Service matching happens in the
 // ipsets, so a Service change rewrites iptables only when it fills a set or
-// empties it, or blocks the node from a load balancer.
-func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput) []byte {
+// empties it. The blocked VIPs' chain is edited apart (blocked.go): the
+// payload declares it only when blocked says so, and carries its edits.
+func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, blocked blockedPlan) []byte {
 	inUse := in.inUse
 	loopback, reject := "127.0.0.0/8", "icmp-port-unreachable"
 	if fam == ipv6 {
@@ -188,7 +194,9 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput) []
 	w("COMMIT")
 	w("*filter")
 	for _, c := range glueChains["filter"] {
-		w(":%s - [0:0]", c)
+		if c != blockedChain || blocked.declare {
+			w(":%s - [0:0]", c)
+		}
 	}
 	setRule("filter")
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s -j ACCEPT`, markMask)
@@ -200,8 +208,8 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput) []
 	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.set(setIPVSIPs), reject)
 	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.set(setHealthCheckNodePort))
 	w("-A KUBE-SOURCE-RANGES-FIREWALL -j DROP")
-	for _, e := range in.nodeBlocked {
-		w("-A KUBE-IPVS-OUT-FILTER -s %s -m ipvs --vaddr %s --vproto %s --vport %d -j DROP", e.IP, e.IP, e.Protocol, e.Port)
+	for _, l := range blocked.edits {
+		w("%s", l)
 	}
 	inserts("filter")
 	w("COMMIT")
@@ -231,15 +239,19 @@ type glue struct {
 	// restore, in the order it printed them; empty while unknown (before the
 	// first write, after a failed one, or when the write was not read back).
 	written string
-	// wrote is the payload of the last restore, without its jump inserts.
-	wrote string
+	// wroteIn is what the last restore's chains depended on.
+	wroteIn glueInput
+	// wroteBlocked are the blocked VIPs the last restore left rules for;
+	// blockedKnown says it succeeded.
+	wroteBlocked []ipset.Entry
+	blockedKnown bool
 }
 
 // ensure rewrites our chains and inserts the missing jumps in one
-// iptables-restore, unless nothing differs. readBack reads our chains back
-// after a restore, one more process, so that the next call can skip its
-// restore; the first sync's critical path leaves that to the next call.
-// drifted reports a rewrite of chains that had been in place.
+// iptables-restore, unless nothing differs; the blocked VIPs' rules are
+// edited one by one in the same restore. readBack reads our chains back
+// after a rewrite, one more process, so that the next call can skip its
+// restore. drifted reports a rewrite of chains that had been in place.
 func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 	start := time.Now()
 	g.mu.Lock()
@@ -261,25 +273,39 @@ func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 			missing = append(missing, j)
 		}
 	}
+	have, clean := savedBlocked(saved)
 	g.inMu.Lock()
+	if !g.known {
+		// Until a sync says which VIPs are blocked, keep those found.
+		g.in.nodeBlocked = have
+	}
 	in := g.in
 	g.inMu.Unlock()
-	payload := gluePayload(g.cfg, g.fam, missing, in)
+	blocked := planBlocked(have, clean, in.nodeBlocked)
+	payload := gluePayload(g.cfg, g.fam, missing, in, blocked)
 	ours := ourChains(saved, payload)
-	// What we want, without the one-off jump inserts.
-	want := string(gluePayload(g.cfg, g.fam, nil, in))
-	if len(missing) == 0 && g.written != "" && ours == g.written && want == g.wrote {
+	asWritten := len(missing) == 0 && g.written != "" && ours == g.written && in.sameButBlocked(g.wroteIn)
+	if asWritten && blocked.none() {
 		return false, took, nil
 	}
 	// Drift is a change in the kernel, not in what we want.
-	drifted = g.written != "" && (ours != g.written || len(missing) > 0)
-	g.written, g.wrote = "", want
+	drifted = g.written != "" && (ours != g.written || len(missing) > 0) ||
+		g.blockedKnown && (!clean || !slices.Equal(have, g.wroteBlocked))
+	written := g.written
+	if asWritten {
+		payload = blocked.payload() // our other chains stay as they are
+	}
+	g.written, g.blockedKnown, g.wroteIn, g.wroteBlocked = "", false, in, in.nodeBlocked
 	err = g.ipt.Restore(payload)
 	lap(&took.restore)
 	if err != nil {
 		return drifted, took, err
 	}
-	if readBack {
+	g.blockedKnown = true
+	switch {
+	case asWritten:
+		g.written = written
+	case readBack:
 		if saved, err := g.ipt.Save(); err == nil {
 			g.written = ourChains(saved, payload)
 		}
@@ -303,18 +329,15 @@ func (g *glue) use(in glueInput) bool {
 	return changed
 }
 
-// grow returns what the chains depend on with the glueSets in inUse (by
-// their names in this family) added, and whether that added any; nothing
-// before use is first called.
-func (g *glue) grow(inUse map[string]bool) (glueInput, bool) {
+// grow returns what the chains depend on with want's sets in use and
+// blocked VIPs added to them, and whether that added any. Before use is
+// first called, it adds to the guess.
+func (g *glue) grow(want glueInput) (glueInput, bool) {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	next, grew := g.in, false
-	if !g.known {
-		return next, false
-	}
-	for _, s := range glueSets() {
-		if inUse[g.fam.set(s)] && !next.inUse[s] {
+	for s := range want.inUse {
+		if !next.inUse[s] {
 			if !grew {
 				next.inUse = maps.Clone(next.inUse)
 				if next.inUse == nil {
@@ -324,7 +347,12 @@ func (g *glue) grow(inUse map[string]bool) (glueInput, bool) {
 			next.inUse[s], grew = true, true
 		}
 	}
-	return next, grew
+	var more bool
+	next.nodeBlocked, more = mergeBlocked(next.nodeBlocked, want.nodeBlocked)
+	if !next.podCIDR.IsValid() {
+		next.podCIDR = want.podCIDR
+	}
+	return next, grew || more
 }
 
 // guessing says whether use has not been called yet.
@@ -347,7 +375,8 @@ func (g *glue) guess(sets map[string]bool) {
 }
 
 // ourChains picks out of iptables-save's output the chains a glue payload
-// declares, table by table: their declarations and their rules.
+// declares, table by table: their declarations and their rules. The
+// blocked VIPs' chain is compared rule by rule instead (savedBlocked).
 func ourChains(saved, payload []byte) string {
 	ours := map[string]bool{} // "table chain"
 	table := ""
@@ -355,8 +384,9 @@ func ourChains(saved, payload []byte) string {
 		if t, ok := strings.CutPrefix(l, "*"); ok {
 			table = t
 		} else if rest, ok := strings.CutPrefix(l, ":"); ok {
-			chain, _, _ := strings.Cut(rest, " ")
-			ours[table+" "+chain] = true
+			if chain, _, _ := strings.Cut(rest, " "); chain != blockedChain {
+				ours[table+" "+chain] = true
+			}
 		}
 	}
 	var b strings.Builder

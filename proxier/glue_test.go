@@ -45,7 +45,7 @@ func TestGlueMasqueradeRules(t *testing.T) {
 		{"other mark bit", Config{MasqueradeBit: 5}, podCIDR, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			payload := string(gluePayload(&c.cfg, ipv4, nil, glueInput{inUse: map[string]bool{setClusterIP: true}, podCIDR: c.podCIDR}))
+			payload := string(gluePayload(&c.cfg, ipv4, nil, glueInput{inUse: map[string]bool{setClusterIP: true}, podCIDR: c.podCIDR}, blockedPlan{}))
 			if !strings.Contains(payload, c.want+"\n") {
 				t.Errorf("missing %q in\n%s", c.want, payload)
 			}
@@ -70,14 +70,14 @@ func TestGlueSetRules(t *testing.T) {
 		}
 		return out
 	}
-	empty := gluePayload(cfg, ipv4, nil, glueInput{})
+	empty := gluePayload(cfg, ipv4, nil, glueInput{}, blockedPlan{})
 	if r := rulesOf(empty, "KUBE-NODE-PORT"); len(r) != 0 {
 		t.Errorf("node port rules without node ports: %q", r)
 	}
 	if nat, _, _ := strings.Cut(string(empty), "*filter"); strings.Contains(nat, "--match-set KUBE-CLUSTER-IP") || strings.Contains(nat, "KUBE-LOOP-BACK") {
 		t.Errorf("cluster IP or hairpin rules without entries:\n%s", nat)
 	}
-	full := gluePayload(cfg, ipv4, nil, glueInput{inUse: map[string]bool{setNodePortTCP: true, setNodePortLocalTCP: true, setNodePortSCTP: true, setNodePortUDP: true}})
+	full := gluePayload(cfg, ipv4, nil, glueInput{inUse: map[string]bool{setNodePortTCP: true, setNodePortLocalTCP: true, setNodePortSCTP: true, setNodePortUDP: true}}, blockedPlan{})
 	want := []string{
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN`,
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ`,
@@ -261,7 +261,7 @@ func TestGlueIPv6(t *testing.T) {
 	for _, s := range glueSets() {
 		inUse[s] = true
 	}
-	payload := string(gluePayload(cfg, ipv6, nil, glueInput{inUse: inUse}))
+	payload := string(gluePayload(cfg, ipv6, nil, glueInput{inUse: inUse}, blockedPlan{}))
 	for _, want := range []string{
 		"-A KUBE-SERVICES -s ::1/128 -j RETURN",
 		"--match-set KUBE-6-IPVS-IPS dst -j REJECT --reject-with icmp6-port-unreachable",

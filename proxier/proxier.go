@@ -479,13 +479,15 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 		p.recordSetup(err)
 		setUp = err == nil
 	}
+	if setUp {
+		// Only added to: the other Services' rules stay until the full sync
+		// knows whether they still are wanted.
+		p.syncGlueAhead()
+	}
 	n, errs, err := p.rec.programFirst(names)
 	if err != nil {
 		p.log.Warn("could not read the critical services' kernel objects; they wait for the full read", zap.Error(err))
 		return setUp
-	}
-	if setUp {
-		p.syncGlue()
 	}
 	p.log.Info("critical services programmed", zap.Int("kernelObjects", n), zap.Int("failed", len(errs)),
 		zap.Duration("took", time.Since(start)))

@@ -221,6 +221,21 @@ func (p *Pod) Get(to netip.AddrPort, path string, timeout time.Duration) (string
 	if err != nil {
 		return "", err
 	}
+	return get(c, path, timeout)
+}
+
+// NodeHTTP sends one request from the node itself (the root namespace) and
+// returns the answering pod's name.
+func NodeHTTP(to netip.AddrPort, timeout time.Duration) (string, error) {
+	c, err := net.DialTimeout("tcp", to.String(), timeout)
+	if err != nil {
+		return "", err
+	}
+	return get(c, "/", timeout)
+}
+
+// get sends one HTTP GET on c, closes it, and returns the body.
+func get(c net.Conn, path string, timeout time.Duration) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.0\r\nHost: test\r\n\r\n"); err != nil {

@@ -1,0 +1,153 @@
+package proxier
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+)
+
+// The KUBE-IPVS-OUT-FILTER rules that keep the node from load-balancer
+// VIP:ports whose source ranges leave it out, one rule per VIP:port.
+//
+// Writing them is the costly part of the glue: iptables parses each rule's
+// --vaddr with getaddrinfo, which dumps every address of the node over
+// netlink, and kube-ipvs0 holds one per Service. At 10k Services in the
+// test VM that is ~60 ms a rule, so 500 blocked VIPs took 56 s to restore.
+// The glue therefore writes them ahead of the apply (while a fresh node has
+// few addresses), adopts them from the kernel on restart, and edits them
+// rule by rule when only they change.
+
+// blockedChain holds the rules.
+const blockedChain = "KUBE-IPVS-OUT-FILTER"
+
+// blockedRule is e's rule, after "-A KUBE-IPVS-OUT-FILTER ", as written.
+func blockedRule(e ipset.Entry) string {
+	return fmt.Sprintf("-s %s -m ipvs --vaddr %s --vproto %s --vport %d -j DROP", e.IP, e.IP, e.Protocol, e.Port)
+}
+
+// blockedPlan is how a restore brings the chain in line: declare it
+// (which creates or flushes it), then apply the edits, "-D" and "-A" lines.
+type blockedPlan struct {
+	declare bool
+	edits   []string
+}
+
+func (p blockedPlan) none() bool { return !p.declare && len(p.edits) == 0 }
+
+// payload is the plan alone, for a restore that leaves every other chain be.
+func (p blockedPlan) payload() []byte {
+	var b strings.Builder
+	b.WriteString("*filter\n")
+	if p.declare {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", blockedChain)
+	}
+	for _, l := range p.edits {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return []byte(b.String())
+}
+
+// planBlocked plans the edits from the rules the chain has (clean: it
+// exists and holds only ours, once each; see savedBlocked) to want's, both
+// sorted. A chain that is not clean is written whole.
+func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan {
+	var p blockedPlan
+	if !clean {
+		p.declare, have = true, nil
+	}
+	for _, e := range have {
+		if _, found := slices.BinarySearchFunc(want, e, compareEntries); !found {
+			p.edits = append(p.edits, fmt.Sprintf("-D %s %s", blockedChain, blockedRule(e)))
+		}
+	}
+	for _, e := range want {
+		if _, found := slices.BinarySearchFunc(have, e, compareEntries); !found {
+			p.edits = append(p.edits, fmt.Sprintf("-A %s %s", blockedChain, blockedRule(e)))
+		}
+	}
+	return p
+}
+
+// compareEntries is the order blocked lists are kept in.
+func compareEntries(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) }
+
+// mergeBlocked returns the sorted union of two sorted lists, and whether
+// b added to a.
+func mergeBlocked(a, b []ipset.Entry) ([]ipset.Entry, bool) {
+	out := slices.Clone(a)
+	for _, e := range b {
+		if i, found := slices.BinarySearchFunc(out, e, compareEntries); !found {
+			out = slices.Insert(out, i, e)
+		}
+	}
+	return out, len(out) > len(a)
+}
+
+// savedBlocked reads the chain's rules back from iptables-save's output,
+// sorted. clean is false when the chain is missing or holds a rule we do
+// not write, or one twice. A restarted proxier keeps the rules it finds
+// rather than rewrite them before it knows its Services.
+func savedBlocked(saved []byte) (have []ipset.Entry, clean bool) {
+	table, exists, foreign := "", false, false
+	for _, l := range strings.Split(string(saved), "\n") {
+		if t, ok := strings.CutPrefix(l, "*"); ok {
+			table = t
+			continue
+		}
+		if table != "filter" {
+			continue
+		}
+		if strings.HasPrefix(l, ":"+blockedChain+" ") {
+			exists = true
+		}
+		rule, ok := strings.CutPrefix(l, "-A "+blockedChain+" ")
+		if !ok {
+			continue
+		}
+		if e, ok := parseBlockedRule(rule); ok {
+			have = append(have, e)
+		} else {
+			foreign = true
+		}
+	}
+	slices.SortFunc(have, compareEntries)
+	n := len(have)
+	have = slices.Compact(have)
+	return have, exists && !foreign && n == len(have)
+}
+
+// savedProtocols are the names of the protocol numbers iptables-save prints
+// after --vproto.
+var savedProtocols = map[string]string{"6": "tcp", "17": "udp", "132": "sctp", "tcp": "tcp", "udp": "udp", "sctp": "sctp"}
+
+// parseBlockedRule reads one rule as iptables-save prints it:
+// "-s 10.0.0.1/32 -m ipvs --vproto 6 --vaddr 10.0.0.1 --vport 80 -j DROP".
+func parseBlockedRule(rule string) (ipset.Entry, bool) {
+	f := strings.Fields(rule)
+	val := map[string]string{}
+	for i := 0; i+1 < len(f); i++ {
+		if strings.HasPrefix(f[i], "-") {
+			val[f[i]] = f[i+1]
+		}
+	}
+	addr, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimSuffix(val["--vaddr"], "/32"), "/128"))
+	if err != nil {
+		return ipset.Entry{}, false
+	}
+	port, err := strconv.ParseUint(val["--vport"], 10, 16)
+	proto := savedProtocols[val["--vproto"]]
+	if err != nil || proto == "" || val["-j"] != "DROP" || val["-m"] != "ipvs" || len(f) != 12 {
+		return ipset.Entry{}, false
+	}
+	e := ipset.Entry{IP: addr, Protocol: proto, Port: uint16(port)}
+	if src, _ := netip.ParsePrefix(val["-s"]); src != netip.PrefixFrom(addr, addr.BitLen()) {
+		return ipset.Entry{}, false
+	}
+	return e, true
+}

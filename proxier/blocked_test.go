@@ -1,0 +1,203 @@
+package proxier
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+)
+
+// savedForm prints a blocked rule the way iptables-save does: a prefix
+// length on -s, and --vproto first, as a number.
+func savedForm(rule string) string {
+	var ip, proto, port string
+	if _, err := fmt.Sscanf(rule, "-s %s -m ipvs --vaddr %s --vproto %s --vport %s -j DROP", &ip, &ip, &proto, &port); err != nil {
+		return rule
+	}
+	bits := map[bool]string{true: "/32", false: "/128"}[strings.Contains(ip, ".")]
+	num := map[string]string{"tcp": "6", "udp": "17", "sctp": "132"}[proto]
+	return fmt.Sprintf("-s %s%s -m ipvs --vproto %s --vaddr %s --vport %s -j DROP", ip, bits, num, ip, port)
+}
+
+func blockedVIP(ip, proto string, port uint16) ipset.Entry {
+	return ipset.Entry{IP: netip.MustParseAddr(ip), Protocol: proto, Port: port}
+}
+
+// blockedRules are the rules in KUBE-IPVS-OUT-FILTER, as saved.
+func blockedRules(t *testing.T, ipt *iptables.Fake) []string {
+	t.Helper()
+	saved, err := ipt.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(saved), "\n") {
+		if r, ok := strings.CutPrefix(l, "-A "+blockedChain+" "); ok {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSavedBlocked(t *testing.T) {
+	saved := strings.Join([]string{
+		"*nat",
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.9/32 -m ipvs --vproto 6 --vaddr 10.0.0.9 --vport 80 -j DROP", // another table
+		"*filter",
+		":KUBE-IPVS-OUT-FILTER - [0:0]",
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.2/32 -m ipvs --vproto 132 --vaddr 10.0.0.2 --vport 81 -j DROP",
+		"-A KUBE-IPVS-OUT-FILTER -s fd00::1/128 -m ipvs --vproto 17 --vaddr fd00::1 --vport 53 -j DROP",
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.1/32 -m ipvs --vproto 6 --vaddr 10.0.0.1 --vport 80 -j DROP",
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.1/32 -m ipvs --vproto 6 --vaddr 10.0.0.1 --vport 80 -j DROP", // twice
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.3/32 -m ipvs --vproto 6 --vaddr 10.0.0.4 --vport 80 -j DROP", // not ours
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.5/32 -m ipvs --vproto 6 --vaddr 10.0.0.5 --vport 80 -j ACCEPT",
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.6/32 -m ipvs --vproto 47 --vaddr 10.0.0.6 --vport 80 -j DROP",
+		"-A KUBE-IPVS-OUT-FILTER -s 10.0.0.7/32 -m comment --comment x -m ipvs --vproto 6 --vaddr 10.0.0.7 --vport 80 -j DROP",
+		"-A KUBE-FORWARD -s 10.0.0.8/32 -m ipvs --vproto 6 --vaddr 10.0.0.8 --vport 80 -j DROP",
+		"COMMIT",
+	}, "\n")
+	want := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81), blockedVIP("fd00::1", "udp", 53)}
+	slices.SortFunc(want, compareEntries)
+	if got, clean := savedBlocked([]byte(saved)); !slices.Equal(got, want) || clean {
+		t.Errorf("read %v (clean %v), want %v, not clean", got, clean, want)
+	}
+	ours := "*filter\n:KUBE-IPVS-OUT-FILTER - [0:0]\n-A KUBE-IPVS-OUT-FILTER " + savedForm(blockedRule(want[0])) + "\nCOMMIT\n"
+	if got, clean := savedBlocked([]byte(ours)); !slices.Equal(got, want[:1]) || !clean {
+		t.Errorf("read %v (clean %v), want %v, clean", got, clean, want[:1])
+	}
+	if got, clean := savedBlocked([]byte("*filter\nCOMMIT\n")); len(got) > 0 || clean {
+		t.Errorf("without the chain: read %v (clean %v), want none, not clean", got, clean)
+	}
+	for _, e := range want {
+		if got, ok := parseBlockedRule(savedForm(blockedRule(e))); !ok || got != e {
+			t.Errorf("%v written and saved reads back as %v (%v)", e, got, ok)
+		}
+	}
+}
+
+// TestBlockedRulesEditedOneByOne: the glue deletes and appends just the
+// blocked VIPs' rules that differ, whether what changed is what we want
+// or the kernel; the other chains are rewritten only when they change.
+func TestBlockedRulesEditedOneByOne(t *testing.T) {
+	ipt := &iptables.Fake{Canonical: savedForm}
+	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
+	a, b, c := blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "tcp", 80), blockedVIP("10.0.0.3", "udp", 53)
+	inUse := map[string]bool{setClusterIP: true}
+	step := func(in glueInput, wantPayload string, wantDrifted bool) {
+		t.Helper()
+		g.use(in)
+		restores := len(ipt.Payloads)
+		drifted, _, err := g.ensure(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drifted != wantDrifted {
+			t.Errorf("drifted %v, want %v", drifted, wantDrifted)
+		}
+		switch {
+		case wantPayload == "" && len(ipt.Payloads) != restores:
+			t.Fatalf("restored %q, want nothing", ipt.Payloads[restores])
+		case wantPayload == "full" && (len(ipt.Payloads) != restores+1 || !strings.HasPrefix(ipt.Payloads[restores], "*nat\n")):
+			t.Fatalf("%d restores, want one full rewrite: %q", len(ipt.Payloads)-restores, ipt.Payloads[restores:])
+		case wantPayload != "" && wantPayload != "full" && (len(ipt.Payloads) != restores+1 || ipt.Payloads[restores] != wantPayload):
+			t.Fatalf("restored %q, want %q", ipt.Payloads[restores:], wantPayload)
+		}
+		var want []string
+		for _, e := range in.nodeBlocked {
+			want = append(want, savedForm(blockedRule(e)))
+		}
+		slices.Sort(want)
+		if got := blockedRules(t, ipt); !slices.Equal(got, want) {
+			t.Fatalf("blocked rules %q, want %q", got, want)
+		}
+	}
+	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b}}, "full", false)
+	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b}}, "", false)
+	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}},
+		"*filter\n-D KUBE-IPVS-OUT-FILTER "+blockedRule(a)+"\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(c)+"\nCOMMIT\n", false)
+	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}}, "", false)
+	step(glueInput{inUse: inUse}, "*filter\n-D KUBE-IPVS-OUT-FILTER "+blockedRule(b)+"\n-D KUBE-IPVS-OUT-FILTER "+blockedRule(c)+"\nCOMMIT\n", false)
+	lb := map[string]bool{setClusterIP: true, setLoadBalancer: true}
+	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}}, "full", false)
+	// A rule deleted behind our back is put back alone.
+	if err := ipt.Restore([]byte("*filter\n-D KUBE-IPVS-OUT-FILTER " + blockedRule(a) + "\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a, c}},
+		"*filter\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(a)+"\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(c)+"\nCOMMIT\n", true)
+	// A rule of someone else's in the chain: it is flushed and written whole.
+	if err := ipt.Restore([]byte("*filter\n-A KUBE-IPVS-OUT-FILTER -j DROP\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}},
+		"*filter\n:KUBE-IPVS-OUT-FILTER - [0:0]\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(a)+"\nCOMMIT\n", true)
+}
+
+// TestBlockedRulesKeptOnRestart: a restarted proxier keeps the blocked
+// rules it finds until its first sync says otherwise, and rewrites
+// nothing when that sync wants the same.
+func TestBlockedRulesKeptOnRestart(t *testing.T) {
+	ipt := &iptables.Fake{Canonical: savedForm}
+	cfg := &Config{MasqueradeBit: 14}
+	blocked := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81)}
+	slices.SortFunc(blocked, compareEntries)
+	in := glueInput{inUse: map[string]bool{setClusterIP: true, setLoadBalancer: true}, nodeBlocked: blocked}
+	before := &glue{ipt: ipt, cfg: cfg}
+	before.use(in)
+	if _, _, err := before.ensure(true); err != nil {
+		t.Fatal(err)
+	}
+	want := blockedRules(t, ipt)
+
+	after := &glue{ipt: ipt, cfg: cfg}
+	after.guess(map[string]bool{setClusterIP: true, setLoadBalancer: true})
+	if _, _, err := after.ensure(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := blockedRules(t, ipt); !slices.Equal(got, want) {
+		t.Fatalf("after the restart's setup the blocked rules are %q, want %q", got, want)
+	}
+	// The first sync's critical Services alone add nothing.
+	if _, grew := after.grow(glueInput{inUse: map[string]bool{setClusterIP: true}}); grew {
+		t.Error("the critical Services grew the adopted chains")
+	}
+	if after.use(in) {
+		t.Error("the full sync, wanting what was there, changed the chains")
+	}
+}
+
+// TestBlockedRuleComesBeforeItsVIP: the rule that keeps the node from a
+// load balancer is in place before the VIP's virtual server takes traffic.
+func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
+	ipt := &iptables.Fake{}
+	vip := blockedVIP("198.51.100.7", "tcp", 80)
+	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt, rule: "-A " + blockedChain + " " + blockedRule(vip)}
+	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
+		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	s := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	s.Spec.Type, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"203.0.113.0/24"}
+	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip.IP.String()}}
+	p.OnServiceAdd(s)
+	p.OnEndpointSliceAdd(slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.5", ready: yes, node: "me"}))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	if !v.sawAddedRS || !v.hadRule {
+		t.Errorf("real server added %v, with the blocked VIP's rule already in place %v", v.sawAddedRS, v.hadRule)
+	}
+}
