@@ -74,12 +74,19 @@ func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan
 	return p
 }
 
-// compareEntries is the order blocked lists are kept in.
-func compareEntries(a, b ipset.Entry) int { return cmp.Compare(a.String(), b.String()) }
+// compareEntries is the order blocked lists are kept in: by address,
+// protocol and port (what a blocked VIP:port has). It runs at every sync,
+// over every blocked VIP, so it formats nothing.
+func compareEntries(a, b ipset.Entry) int {
+	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+}
 
 // mergeBlocked returns the sorted union of two sorted lists, and whether
 // b added to a.
 func mergeBlocked(a, b []ipset.Entry) ([]ipset.Entry, bool) {
+	if slices.Equal(a, b) {
+		return a, false // every sync but those that change a blocked VIP
+	}
 	out := slices.Clone(a)
 	for _, e := range b {
 		if i, found := slices.BinarySearchFunc(out, e, compareEntries); !found {
