@@ -13,22 +13,21 @@ import (
 
 // configFile reads --config, if given, into the flags the command line
 // left unset. Its errors name the field, before anything touches the kernel.
-func configFile(c *cli.Context) (*proxyconfig.File, []string, error) {
+func configFile(c *cli.Context) (*proxyconfig.File, error) {
 	path := c.String("config")
 	if path == "" {
-		return nil, nil, nil
+		return nil, nil
 	}
 	f, err := proxyconfig.Load(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	notApplied, err := f.Apply(c)
-	return f, notApplied, err
+	return f, f.Apply(c)
 }
 
 // reportConfigFile says what of the configuration file was not used: one
 // line each, and an Event for unknown fields, which are likely typos.
-func reportConfigFile(log *zap.Logger, recorder events.EventRecorder, node *v1.ObjectReference, f *proxyconfig.File, notApplied []string) {
+func reportConfigFile(log *zap.Logger, recorder events.EventRecorder, node *v1.ObjectReference, f *proxyconfig.File) {
 	if f == nil {
 		return
 	}
@@ -38,9 +37,6 @@ func reportConfigFile(log *zap.Logger, recorder events.EventRecorder, node *v1.O
 			"kube-ipvs-proxy ignored unknown fields in its configuration file: %s", strings.Join(f.Unknown, ", "))
 	}
 	if len(f.Ignored) > 0 {
-		log.Info("--config sets fields of other proxy modes; IPVS mode ignores them", zap.Strings("fields", f.Ignored))
-	}
-	if len(notApplied) > 0 {
-		log.Warn("--config sets fields kube-ipvs-proxy accepts but does not apply yet", zap.Strings("fields", notApplied))
+		log.Info("--config sets fields of other proxy modes, or unused by kube-proxy too; IPVS mode ignores them", zap.Strings("fields", f.Ignored))
 	}
 }

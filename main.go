@@ -144,6 +144,9 @@ func config(c *cli.Context) (proxier.Config, error) {
 	if cfg.NodePortAddresses, cfg.NodePortPrimary, err = parseNodePortAddresses(c.StringSlice("nodeport-addresses")); err != nil {
 		return cfg, fmt.Errorf("--nodeport-addresses: %w", err)
 	}
+	if cfg.PrimaryOverride, err = primaryOverride(c.String("bind-address")); err != nil {
+		return cfg, err
+	}
 	for _, s := range c.StringSlice("critical-services") {
 		ns, name, ok := strings.Cut(strings.TrimSpace(s), "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
@@ -363,12 +366,15 @@ func run(c *cli.Context) error {
 		fmt.Println("kube-ipvs-proxy", version())
 		return nil
 	}
-	file, notApplied, err := configFile(c)
+	file, err := configFile(c)
 	if err != nil {
 		return err
 	}
 	cfg, err := config(c)
 	if err != nil {
+		return err
+	}
+	if err := checkUpstreamFlags(c); err != nil {
 		return err
 	}
 	settings, err := kernelConfig(c)
@@ -425,7 +431,7 @@ func run(c *cli.Context) error {
 	// Protobuf by default, as kube-proxy: decoding tens of thousands of
 	// Services and EndpointSlices costs several times less CPU than JSON.
 	rc.ContentType = c.String("kube-api-content-type")
-	rc.AcceptContentTypes = rc.ContentType + ",application/json"
+	rc.AcceptContentTypes = cmp.Or(c.String("kube-api-accept-content-types"), rc.ContentType+",application/json")
 	rc.QPS, rc.Burst = float32(c.Float64("kube-api-qps")), c.Int("kube-api-burst")
 	rc.Wrap(informers.BufferWatches)
 	client, err := kubernetes.NewForConfig(rc)
@@ -443,7 +449,7 @@ func run(c *cli.Context) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: "", Namespace: ""}
 	recorder.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
-	reportConfigFile(log, recorder, nodeRef, file, notApplied)
+	reportConfigFile(log, recorder, nodeRef, file)
 
 	health := healthz.New(2 * cfg.SyncPeriod)
 	m := metrics.New()

@@ -54,7 +54,8 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	}}
 	args := []string{"kube-proxy", "--hostname-override=node-1", "--conntrack-max-per-core=0",
 		"--feature-gates=A=true", "--iptables-localhost-nodeports=false", "--kube-api-qps=50", "--v=2",
-		"--vmodule=proxier=4", "--ipvs-exclude-cidrs=10.0.0.0/8,192.168.0.0/16", "--write-config-to=" + out}
+		"--vmodule=proxier=4", "--ipvs-exclude-cidrs=10.0.0.0/8,192.168.0.0/16", "--bind-address=10.0.2.15",
+		"--show-hidden-metrics-for-version=1.33", "--write-config-to=" + out}
 	if err := app.Run(args); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,39 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	}
 	c := f.Config
 	if c.HostnameOverride != "node-1" || *c.Conntrack.MaxPerCore != 0 || c.ClientConnection.QPS != 50 ||
-		len(c.IPVS.ExcludeCIDRs) != 2 || c.IPVS.SyncPeriod.Duration != 30*time.Second || len(f.Unknown) != 0 {
+		len(c.IPVS.ExcludeCIDRs) != 2 || c.IPVS.SyncPeriod.Duration != 30*time.Second || len(f.Unknown) != 0 ||
+		c.BindAddress != "10.0.2.15" || !c.FeatureGates["A"] || c.ShowHiddenMetricsForVersion != "1.33" {
 		t.Errorf("written configuration %+v, unknown %v", c, f.Unknown)
+	}
+}
+
+// TestUpstreamFlagChecks: the values of flags that are ignored are still
+// checked, as upstream does, and --bind-address is an address.
+func TestUpstreamFlagChecks(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"--feature-gates=A=true,B=false", "--show-hidden-metrics-for-version=1.33"}, ""},
+		{[]string{"--feature-gates=A"}, "--feature-gates"},
+		{[]string{"--feature-gates=A=maybe"}, "--feature-gates"},
+		{[]string{"--show-hidden-metrics-for-version=v1.33"}, "--show-hidden-metrics-for-version"},
+		{[]string{"--show-hidden-metrics-for-version=1"}, "--show-hidden-metrics-for-version"},
+	} {
+		app := &cli.App{Flags: flags(), Action: checkUpstreamFlags}
+		err := app.Run(append([]string{"kube-ipvs-proxy"}, c.args...))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: error %v, want one naming %q", c.args, err, c.want)
+		}
+	}
+	for in, want := range map[string]string{"": "invalid IP", "0.0.0.0": "invalid IP", "::": "invalid IP",
+		"10.0.2.15": "10.0.2.15", "fd00::15": "fd00::15", "::ffff:10.0.2.15": "10.0.2.15"} {
+		if got, err := primaryOverride(in); err != nil || got.String() != want {
+			t.Errorf("--bind-address=%q: %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := primaryOverride("node-1"); err == nil || !strings.Contains(err.Error(), "--bind-address") {
+		t.Errorf("--bind-address=node-1: error %v", err)
 	}
 }
 

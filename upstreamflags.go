@@ -2,13 +2,17 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
 
 // upstreamFlags are the rest of upstream kube-proxy v1.34's flags, with
@@ -33,10 +37,12 @@ func upstreamFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "cleanup", Usage: "remove every kernel object of ours (virtual servers outside --ipvs-exclude-cidrs, kube-ipvs0, our ipsets and chains) and exit"},
 		&cli.BoolFlag{Name: "init-only", Usage: "do the privileged setup (modules, sysctls, IPVS timeouts, conntrack) and exit"},
 		&cli.StringFlag{Name: "write-config-to", Usage: "write the effective configuration to this file as a KubeProxyConfiguration and exit"},
-		// Accepted, not applied yet: a Warning names each one given.
-		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "(not applied yet) the node's primary IP override"},
-		&cli.StringFlag{Name: "feature-gates", Usage: "(not applied yet) key=value pairs"},
-		&cli.StringFlag{Name: "show-hidden-metrics-for-version", Usage: "(not applied yet)"},
+		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "the node's primary IP of its family, in place of the Node's (0.0.0.0 or :: for the Node's)"},
+		// Checked, then ignored with one Info line: nothing of ours depends on them.
+		&cli.StringFlag{Name: "feature-gates", Usage: "Name=true|false pairs; kube-ipvs-proxy behaves as kube-proxy v1.34 with its default gates"},
+		&cli.StringFlag{Name: "show-hidden-metrics-for-version", Usage: "a MAJOR.MINOR version; kube-ipvs-proxy hides no metric"},
+		// clientConnection.acceptContentTypes of the configuration file (upstream has no flag).
+		&cli.StringFlag{Name: "kube-api-accept-content-types", Hidden: true},
 		// Of klog, other modes or other platforms: accepted and ignored.
 		&cli.DurationFlag{Name: "log-flush-frequency", Value: 5 * time.Second, Usage: "(ignored: zap writes at once)"},
 		&cli.StringFlag{Name: "log-json-info-buffer-size", Usage: "(ignored)"},
@@ -53,8 +59,8 @@ func upstreamFlags() []cli.Flag {
 }
 
 var (
-	notAppliedYet = []string{"bind-address", "feature-gates", "show-hidden-metrics-for-version"}
-	ignoredFlags  = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
+	checkedFlags = []string{"feature-gates", "show-hidden-metrics-for-version"}
+	ignoredFlags = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
 		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )
@@ -71,12 +77,46 @@ func reportUpstreamFlags(c *cli.Context, log *zap.Logger) {
 		}
 		return out
 	}
-	if f := given(notAppliedYet); len(f) > 0 {
-		log.Warn("flags accepted but not applied yet", zap.Strings("flags", f))
+	if f := given(checkedFlags); len(f) > 0 {
+		log.Info("flags checked and ignored: kube-ipvs-proxy behaves as kube-proxy v1.34 with its default feature gates, and hides no metric", zap.Strings("flags", f))
 	}
 	if f := given(ignoredFlags); len(f) > 0 {
 		log.Info("flags of other modes or of klog, ignored", zap.Strings("flags", f))
 	}
+}
+
+// checkUpstreamFlags checks the flags that are ignored but whose values
+// upstream checks, so that a typo fails here as it would there.
+func checkUpstreamFlags(c *cli.Context) error {
+	if _, err := proxyconfig.ParseFeatureGates(c.String("feature-gates")); err != nil {
+		return fmt.Errorf("--feature-gates: %w", err)
+	}
+	if v := c.String("show-hidden-metrics-for-version"); v != "" {
+		major, minor, ok := strings.Cut(v, ".")
+		if _, err := strconv.ParseUint(major, 10, 32); err != nil || !ok {
+			return fmt.Errorf("--show-hidden-metrics-for-version=%q: not a MAJOR.MINOR version", v)
+		}
+		if _, err := strconv.ParseUint(minor, 10, 32); err != nil {
+			return fmt.Errorf("--show-hidden-metrics-for-version=%q: not a MAJOR.MINOR version", v)
+		}
+	}
+	return nil
+}
+
+// primaryOverride reads --bind-address: an address other than 0.0.0.0 or
+// :: is the node's primary address of its family.
+func primaryOverride(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--bind-address=%q: not an IP address", s)
+	}
+	if a.IsUnspecified() {
+		return netip.Addr{}, nil
+	}
+	return a.Unmap(), nil
 }
 
 // setOOMScoreAdj sets the process's OOM score adjustment, as upstream does

@@ -11,16 +11,20 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // kubeadmConfig is a KubeProxyConfiguration as a kubeadm ConfigMap holds
-// it, with the suite's settings, a scheduler the suite does not use (to see
-// the file applied) and a field no version has.
+// it, with the suite's settings, a scheduler the suite does not use and a
+// primary address other than the Node's (to see the file applied), and a
+// field no version has.
 const kubeadmConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
-bindAddress: 0.0.0.0
+bindAddress: 192.168.19.1
 clientConnection:
   kubeconfig: %s
 clusterCIDR: ""
@@ -69,6 +73,26 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("the refusal does not name ipvs.minSyncPeriod:\n%s", log)
 	}
 
+	// A load balancer whose source ranges hold the file's bindAddress but not
+	// the Node's address: the node may reach it only with the file applied.
+	mustNamespace(t, "config")
+	lb := framework.ClusterIPService("config", "lb", "10.96.19.10", framework.Port("", v1.ProtocolTCP, 80, 8080))
+	lb.Spec.Type, lb.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"192.168.19.0/24"}
+	lb.Spec.AllocateLoadBalancerNodePorts = new(bool)
+	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.250.19.1"}}
+	mustApply(t, lb)
+	vip := mustAddr("10.250.19.1")
+	fromVIP := ipset.Entry{IP: vip, Protocol: "tcp", Port: 80, IP2: vip}
+	nodeAllowed := func(want bool) func() error {
+		return func() error {
+			entry, blocked := hasEntry(t, "KUBE-LOAD-BALANCER-SOURCE-IP", fromVIP), strings.Contains(ourIPTables(t), "--vaddr 10.250.19.1 ")
+			if entry != want || blocked == want {
+				return fmt.Errorf("the node's entry in KUBE-LOAD-BALANCER-SOURCE-IP: %v; its KUBE-IPVS-OUT-FILTER rule: %v; want the node allowed %v", entry, blocked, want)
+			}
+			return nil
+		}
+	}
+
 	good := filepath.Join(dir, "config.conf")
 	if err := os.WriteFile(good, []byte(fmt.Sprintf(kubeadmConfig, env.Kubeconfig("proxy"), excludedCIDR)), 0o644); err != nil {
 		t.Fatal(err)
@@ -97,6 +121,7 @@ func TestConfigFile(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, "the node inside the source ranges by the file's bindAddress", 10*time.Second, nodeAllowed(true))
 	if n := countLogLines(t, p, "udpIdleTimeout"); n != 1 {
 		t.Errorf("the unknown field is named in %d log lines, want 1 (see %s)", n, p.LogPath)
 	}
@@ -134,6 +159,7 @@ func TestConfigFile(t *testing.T) {
 	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the node outside the source ranges by the Node's address", 10*time.Second, nodeAllowed(false))
 	if err := p.Stop(); err != nil { // later tests start the suite's own
 		t.Fatal(err)
 	}

@@ -37,6 +37,11 @@ type Config struct {
 	// address with NodePortPrimary; neither means every address.
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
+	// PrimaryOverride (--bind-address, when not 0.0.0.0 or ::) is the
+	// node's primary address of its family in place of the Node's, as
+	// upstream: it decides whether load-balancer source ranges hold the
+	// node, and is the 'primary' of --nodeport-addresses.
+	PrimaryOverride netip.Addr
 	// IPv6Capable says the node has IPv6 (the kernel, and ip6tables in
 	// Kernel): IPv6 Services are programmed, and the KUBE-6- ipsets and
 	// ip6tables chains are created even without any, as upstream does.

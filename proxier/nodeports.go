@@ -161,15 +161,19 @@ func (p *Proxier) refreshNodeIPs() {
 			next.all = append(next.all, a)
 		}
 	}
-	next.nodePort = p.cfg.nodePortFilter(next.all, node.primary)
-	next.primary, next.zone, next.podCIDR = node.primary, node.zone, node.podCIDR
+	primary := node.primary
+	if o := p.cfg.PrimaryOverride; o.IsValid() {
+		primary[familyOf(o)] = o
+	}
+	next.nodePort = p.cfg.nodePortFilter(next.all, primary)
+	next.primary, next.zone, next.podCIDR = primary, node.zone, node.podCIDR
 	cur := p.nodeIPs.current
 	if next.equal(cur) {
 		return
 	}
 	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
 		zap.Stringers("primary", validOnly(next.primary[:])), zap.String("zone", next.zone), zap.Stringers("podCIDR", validOnly(next.podCIDR[:])))
-	if p.cfg.NodePortPrimary && !node.primary[ipv4].IsValid() && !node.primary[ipv6].IsValid() {
+	if p.cfg.NodePortPrimary && !primary[ipv4].IsValid() && !primary[ipv6].IsValid() {
 		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no address yet")
 	}
 	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR[ipv4].IsValid() {

@@ -90,6 +90,13 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	if got, want := virtualServers(), []string{"10.0.2.15:30080/TCP", "10.96.0.10:80/TCP", "10.96.0.11:80/TCP"}; !slices.Equal(got, want) {
 		t.Fatalf("with primary: virtual servers %v, want %v", got, want)
 	}
+	// --bind-address overrides the Node's primary address of its family.
+	p.cfg.PrimaryOverride = b
+	p.needFull = true
+	p.SyncNow()
+	if got, want := virtualServers(), []string{"10.96.0.10:80/TCP", "10.96.0.11:80/TCP", "192.168.7.1:30080/TCP"}; !slices.Equal(got, want) {
+		t.Fatalf("with primary %s from --bind-address: virtual servers %v, want %v", b, got, want)
+	}
 
 	// The last node port gone: its rule goes with its set's entries.
 	p.OnServiceDelete(web)

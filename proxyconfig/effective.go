@@ -47,6 +47,9 @@ func Effective(v Values) *v1alpha1.KubeProxyConfiguration {
 	c.ClientConnection.QPS = float32(v.Float64("kube-api-qps"))
 	c.ClientConnection.Burst = int32(v.Int("kube-api-burst"))
 	c.ClientConnection.ContentType = v.String("kube-api-content-type")
+	c.ClientConnection.AcceptContentTypes = v.String("kube-api-accept-content-types")
+	c.FeatureGates, _ = ParseFeatureGates(v.String("feature-gates")) // checked at start-up
+	c.ShowHiddenMetricsForVersion = v.String("show-hidden-metrics-for-version")
 	c.Logging.Format = v.String("logging-format")
 	c.IPVS = v1alpha1.KubeProxyIPVSConfiguration{
 		SyncPeriod: d("ipvs-sync-period"), MinSyncPeriod: d("ipvs-min-sync-period"), Scheduler: v.String("ipvs-scheduler"),

@@ -2,6 +2,8 @@ package proxyconfig
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,11 +18,10 @@ type Flags interface {
 	Set(name, value string) error
 }
 
-// Apply sets, from the file, each flag the command line did not give, and
-// returns the fields the file sets that the proxier accepts but does not
-// apply yet. A field left at its zero value counts as not given (the flag
-// keeps its default).
-func (f *File) Apply(flags Flags) (notApplied []string, err error) {
+// Apply sets, from the file, each flag the command line did not give. A
+// field left at its zero value counts as not given (the flag keeps its
+// default).
+func (f *File) Apply(flags Flags) (err error) {
 	c := f.Config
 	set := func(flag, field, value string) {
 		if err != nil || value == "" || flags.IsSet(flag) {
@@ -51,6 +52,10 @@ func (f *File) Apply(flags Flags) (notApplied []string, err error) {
 		set("kube-api-burst", "clientConnection.burst", strconv.Itoa(int(cc.Burst)))
 	}
 	set("kube-api-content-type", "clientConnection.contentType", cc.ContentType)
+	set("kube-api-accept-content-types", "clientConnection.acceptContentTypes", cc.AcceptContentTypes)
+	set("bind-address", "bindAddress", c.BindAddress)
+	set("feature-gates", "featureGates", FormatFeatureGates(c.FeatureGates))
+	set("show-hidden-metrics-for-version", "showHiddenMetricsForVersion", c.ShowHiddenMetricsForVersion)
 	set("logging-format", "logging.format", c.Logging.Format)
 	set("hostname-override", "hostnameOverride", c.HostnameOverride)
 	set("proxy-mode", "mode", string(c.Mode))
@@ -98,23 +103,35 @@ func (f *File) Apply(flags Flags) (notApplied []string, err error) {
 	set("conntrack-tcp-be-liberal", "conntrack.tcpBeLiberal", boolean(ct.TCPBeLiberal))
 	set("conntrack-udp-timeout", "conntrack.udpTimeout", duration(ct.UDPTimeout.Duration))
 	set("conntrack-udp-timeout-stream", "conntrack.udpStreamTimeout", duration(ct.UDPStreamTimeout.Duration))
-	return f.notApplied(), err
+	return err
 }
 
-// notApplied lists the fields set that IPVS mode uses upstream and the
-// proxier does not apply yet.
-func (f *File) notApplied() []string {
-	c := f.Config
-	var out []string
-	add := func(set bool, name string) {
-		if set {
-			out = append(out, name)
+// ParseFeatureGates reads --feature-gates: Name=true|false pairs, separated
+// by commas.
+func ParseFeatureGates(s string) (map[string]bool, error) {
+	var gates map[string]bool
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
 		}
+		name, value, ok := strings.Cut(pair, "=")
+		on, err := strconv.ParseBool(strings.TrimSpace(value))
+		if name = strings.TrimSpace(name); !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("%q: want Name=true or Name=false", pair)
+		}
+		if gates == nil {
+			gates = map[string]bool{}
+		}
+		gates[name] = on
 	}
-	add(c.ClientConnection.AcceptContentTypes != "", "clientConnection.acceptContentTypes")
-	add(len(c.FeatureGates) > 0, "featureGates")
-	add(c.BindAddress != "" && c.BindAddress != "0.0.0.0", "bindAddress")
-	add(c.PortRange != "", "portRange")
-	add(c.ShowHiddenMetricsForVersion != "", "showHiddenMetricsForVersion")
-	return out
+	return gates, nil
+}
+
+// FormatFeatureGates writes gates as --feature-gates takes them, sorted.
+func FormatFeatureGates(gates map[string]bool) string {
+	var pairs []string
+	for _, name := range slices.Sorted(maps.Keys(gates)) {
+		pairs = append(pairs, name+"="+strconv.FormatBool(gates[name]))
+	}
+	return strings.Join(pairs, ",")
 }

@@ -24,7 +24,8 @@ type File struct {
 	// Unknown are fields the file has and the type does not (a typo, or a
 	// field of another version): ignored, as upstream does, but named.
 	Unknown []string
-	// Ignored are fields set for other proxy modes: accepted and ignored.
+	// Ignored are fields set for other proxy modes, or unused by upstream
+	// too: accepted and ignored.
 	Ignored []string
 }
 
@@ -113,6 +114,7 @@ func otherModes(c *v1alpha1.KubeProxyConfiguration) []string {
 	w := c.Winkernel
 	add(w.NetworkName != "" || w.SourceVip != "" || w.EnableDSR || w.RootHnsEndpointName != "" || w.ForwardHealthCheckVip, "winkernel")
 	add(c.WindowsRunAsService, "windowsRunAsService")
+	add(c.PortRange != "", "portRange") // unused by upstream too
 	return out
 }
 

@@ -92,14 +92,13 @@ func TestKubeadmConfigFillsTheFlagsTheCommandLineLeaves(t *testing.T) {
 		"metrics-bind-address", "bind-address-hard-fail", "profiling", "config-sync-period", "ipvs-scheduler", "ipvs-sync-period",
 		"ipvs-min-sync-period", "ipvs-exclude-cidrs", "ipvs-strict-arp", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout", "ipvs-udp-timeout",
 		"masquerade-all", "iptables-masquerade-bit", "cluster-cidr", "detect-local-mode", "pod-bridge-interface",
-		"pod-interface-name-prefix", "nodeport-addresses")
-	notApplied, err := f.Apply(fl)
-	if err != nil {
+		"pod-interface-name-prefix", "nodeport-addresses", "bind-address")
+	if err := f.Apply(fl); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
 		"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf", "cluster-cidr": "10.244.0.0/16", "proxy-mode": "ipvs",
-		"ipvs-sync-period": "15s", "ipvs-strict-arp": "true",
+		"ipvs-sync-period": "15s", "ipvs-strict-arp": "true", "bind-address": "0.0.0.0",
 		"ipvs-scheduler":       "rr", // the command line wins
 		"ipvs-min-sync-period": "",   // zero: the flag's default stays
 	} {
@@ -107,8 +106,8 @@ func TestKubeadmConfigFillsTheFlagsTheCommandLineLeaves(t *testing.T) {
 			t.Errorf("--%s = %q, want %q", name, got, want)
 		}
 	}
-	if len(f.Unknown)+len(f.Ignored)+len(notApplied) != 0 {
-		t.Errorf("unknown %v, ignored %v, not applied %v: want none for kubeadm's defaults", f.Unknown, f.Ignored, notApplied)
+	if len(f.Unknown)+len(f.Ignored) != 0 {
+		t.Errorf("unknown %v, ignored %v: want none for kubeadm's defaults", f.Unknown, f.Ignored)
 	}
 }
 
@@ -132,17 +131,20 @@ func TestConfigFileErrorsNameTheField(t *testing.T) {
 
 func TestConfigFileClientLoggingAndOOMFields(t *testing.T) {
 	f, err := Parse([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n" +
-		"clientConnection:\n  qps: 50\n  burst: 100\n  contentType: application/json\nlogging:\n  format: json\noomScoreAdj: -500\n"))
+		"clientConnection:\n  qps: 50\n  burst: 100\n  contentType: application/json\n  acceptContentTypes: application/json\n" +
+		"logging:\n  format: json\noomScoreAdj: -500\nbindAddress: 10.0.2.15\nfeatureGates:\n  Zeta: false\n  Alpha: true\n" +
+		"showHiddenMetricsForVersion: \"1.33\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := newFlags(nil, "kube-api-qps", "kube-api-burst", "kube-api-content-type", "logging-format", "oom-score-adj")
-	notApplied, err := f.Apply(fl)
-	if err != nil || len(notApplied) != 0 {
-		t.Fatalf("not applied %v, %v", notApplied, err)
+	fl := newFlags(nil, "kube-api-qps", "kube-api-burst", "kube-api-content-type", "kube-api-accept-content-types", "logging-format",
+		"oom-score-adj", "bind-address", "feature-gates", "show-hidden-metrics-for-version")
+	if err := f.Apply(fl); err != nil {
+		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"kube-api-qps": "50", "kube-api-burst": "100", "kube-api-content-type": "application/json",
-		"logging-format": "json", "oom-score-adj": "-500"} {
+		"kube-api-accept-content-types": "application/json", "logging-format": "json", "oom-score-adj": "-500",
+		"bind-address": "10.0.2.15", "feature-gates": "Alpha=true,Zeta=false", "show-hidden-metrics-for-version": "1.33"} {
 		if got := fl.get(name); got != want {
 			t.Errorf("--%s = %q, want %q", name, got, want)
 		}
@@ -151,7 +153,8 @@ func TestConfigFileClientLoggingAndOOMFields(t *testing.T) {
 
 func TestConfigFileUnknownAndOtherModeFields(t *testing.T) {
 	f, err := Parse([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n" +
-		"ipvs:\n  schedular: sh\nudpIdleTimeout: 250ms\niptables:\n  syncPeriod: 10s\n  masqueradeAll: true\nconntrack:\n  maxPerCore: 0\n"))
+		"ipvs:\n  schedular: sh\nudpIdleTimeout: 250ms\niptables:\n  syncPeriod: 10s\n  masqueradeAll: true\nconntrack:\n  maxPerCore: 0\n" +
+		"portRange: 30000-32767\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,13 +162,28 @@ func TestConfigFileUnknownAndOtherModeFields(t *testing.T) {
 	if !slices.Equal(f.Unknown, []string{"ipvs.schedular", "udpIdleTimeout"}) {
 		t.Errorf("unknown %v", f.Unknown)
 	}
-	if !slices.Equal(f.Ignored, []string{"iptables.syncPeriod"}) {
+	if !slices.Equal(f.Ignored, []string{"iptables.syncPeriod", "portRange"}) {
 		t.Errorf("ignored %v: iptables.masqueradeAll applies to IPVS mode", f.Ignored)
 	}
 	fl := newFlags(nil, "masquerade-all", "conntrack-max-per-core")
-	notApplied, err := f.Apply(fl)
-	if err != nil || fl.get("masquerade-all") != "true" || fl.get("conntrack-max-per-core") != "0" || len(notApplied) != 0 {
-		t.Errorf("masquerade-all %q, conntrack-max-per-core %q (0 given: leave the table), not applied %v, %v",
-			fl.get("masquerade-all"), fl.get("conntrack-max-per-core"), notApplied, err)
+	err = f.Apply(fl)
+	if err != nil || fl.get("masquerade-all") != "true" || fl.get("conntrack-max-per-core") != "0" {
+		t.Errorf("masquerade-all %q, conntrack-max-per-core %q (0 given: leave the table), %v",
+			fl.get("masquerade-all"), fl.get("conntrack-max-per-core"), err)
+	}
+}
+
+func TestFeatureGates(t *testing.T) {
+	gates, err := ParseFeatureGates(" B=false, A=true ,")
+	if err != nil || len(gates) != 2 || !gates["A"] || gates["B"] {
+		t.Fatalf("parsed %v, %v", gates, err)
+	}
+	if got := FormatFeatureGates(gates); got != "A=true,B=false" {
+		t.Errorf("formatted %q", got)
+	}
+	for _, bad := range []string{"A", "A=yes", "=true", "A=true,B"} {
+		if _, err := ParseFeatureGates(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
