@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
@@ -81,6 +82,15 @@ func TestConfigFile(t *testing.T) {
 	lb.Spec.AllocateLoadBalancerNodePorts = new(bool)
 	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.250.19.1"}}
 	mustApply(t, lb)
+	// Gone before the oracle: upstream writes blocked VIPs' rules in map
+	// order, so a second one in a family would make its chain's order vary.
+	t.Cleanup(func() {
+		ctx, cancel := framework.Ctx()
+		defer cancel()
+		if err := env.Admin.CoreV1().Services("config").Delete(ctx, "lb", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete config/lb: %v", err)
+		}
+	})
 	vip := mustAddr("10.250.19.1")
 	fromVIP := ipset.Entry{IP: vip, Protocol: "tcp", Port: 80, IP2: vip}
 	nodeAllowed := func(want bool) func() error {

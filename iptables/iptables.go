@@ -84,7 +84,7 @@ func (e Exec) Save() ([]byte, error) {
 
 // Fake is an in-memory iptables for unit tests. It models what the proxier
 // relies on: iptables-restore --noflush (":CHAIN" creates a user chain or
-// flushes it, "-A", "-I CHAIN 1" and "-D" edit it) and iptables-save printing
+// flushes it, "-A", "-I CHAIN N" and "-D" edit it) and iptables-save printing
 // every table it has seen, chain by chain.
 type Fake struct {
 	mu       sync.Mutex
@@ -174,9 +174,16 @@ func (f *Fake) Restore(payload []byte) error {
 			t.ensure(chain)
 			t.rules[chain] = append(t.rules[chain], f.canonical(spec))
 		case strings.HasPrefix(l, "-I "):
-			chain, spec, _ := strings.Cut(l[3:], " 1 ")
+			chain, spec, _ := strings.Cut(l[3:], " ")
+			at := 1
+			if n, rest, _ := strings.Cut(spec, " "); n != "" {
+				if i, err := strconv.Atoi(n); err == nil {
+					at, spec = i, rest
+				}
+			}
 			t.ensure(chain)
-			t.rules[chain] = append([]string{f.canonical(spec)}, t.rules[chain]...)
+			at = min(max(at, 1), len(t.rules[chain])+1)
+			t.rules[chain] = slices.Insert(t.rules[chain], at-1, f.canonical(spec))
 		case strings.HasPrefix(l, "-D "):
 			chain, spec, _ := strings.Cut(l[3:], " ")
 			if i := slices.Index(t.rules[chain], f.canonical(spec)); i >= 0 {

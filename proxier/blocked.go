@@ -20,7 +20,7 @@ import (
 // test VM that is ~60 ms a rule, so 500 blocked VIPs took 56 s to restore.
 // The glue therefore writes them ahead of the apply (while a fresh node has
 // few addresses), adopts them from the kernel on restart, and edits them
-// rule by rule when only they change.
+// rule by rule, keeping the chain sorted as a whole write would leave it.
 
 // blockedChain holds the rules.
 const blockedChain = "KUBE-IPVS-OUT-FILTER"
@@ -54,8 +54,10 @@ func (p blockedPlan) payload() []byte {
 }
 
 // planBlocked plans the edits from the rules the chain has (clean: it
-// exists and holds only ours, once each; see savedBlocked) to want's, both
-// sorted. A chain that is not clean is written whole.
+// exists and holds only ours, once each, in order; see savedBlocked) to
+// want's, both sorted. New rules are inserted where they sort, so the chain
+// reads as a whole write would leave it. A chain that is not clean is
+// written whole.
 func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan {
 	var p blockedPlan
 	if !clean {
@@ -66,9 +68,10 @@ func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan
 			p.edits = append(p.edits, fmt.Sprintf("-D %s %s", blockedChain, blockedRule(e)))
 		}
 	}
-	for _, e := range want {
+	// In want's order every rule before the i-th is in place by then.
+	for i, e := range want {
 		if _, found := slices.BinarySearchFunc(have, e, compareEntries); !found {
-			p.edits = append(p.edits, fmt.Sprintf("-A %s %s", blockedChain, blockedRule(e)))
+			p.edits = append(p.edits, fmt.Sprintf("-I %s %d %s", blockedChain, i+1, blockedRule(e)))
 		}
 	}
 	return p
@@ -97,9 +100,9 @@ func mergeBlocked(a, b []ipset.Entry) ([]ipset.Entry, bool) {
 }
 
 // savedBlocked reads the chain's rules back from iptables-save's output,
-// sorted. clean is false when the chain is missing or holds a rule we do
-// not write, or one twice. A restarted proxier keeps the rules it finds
-// rather than rewrite them before it knows its Services.
+// sorted. clean is false when the chain is missing, holds a rule we do not
+// write or one twice, or is out of order. A restarted proxier keeps the
+// rules it finds rather than rewrite them before it knows its Services.
 func savedBlocked(saved []byte) (have []ipset.Entry, clean bool) {
 	table, exists, foreign := "", false, false
 	for _, l := range strings.Split(string(saved), "\n") {
@@ -123,10 +126,11 @@ func savedBlocked(saved []byte) (have []ipset.Entry, clean bool) {
 			foreign = true
 		}
 	}
-	slices.SortFunc(have, compareEntries)
+	inOrder := slices.IsSortedFunc(have, compareEntries)
 	n := len(have)
+	slices.SortFunc(have, compareEntries)
 	have = slices.Compact(have)
-	return have, exists && !foreign && n == len(have)
+	return have, exists && !foreign && inOrder && n == len(have)
 }
 
 // savedProtocols are the names of the protocol numbers iptables-save prints

@@ -36,7 +36,7 @@ func blockedVIP(ip, proto string, port uint16) ipset.Entry {
 	return ipset.Entry{IP: netip.MustParseAddr(ip), Protocol: proto, Port: port}
 }
 
-// blockedRules are the rules in KUBE-IPVS-OUT-FILTER, as saved.
+// blockedRules are the rules in KUBE-IPVS-OUT-FILTER, as saved, in order.
 func blockedRules(t *testing.T, ipt *iptables.Fake) []string {
 	t.Helper()
 	saved, err := ipt.Save()
@@ -49,7 +49,6 @@ func blockedRules(t *testing.T, ipt *iptables.Fake) []string {
 			out = append(out, r)
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -116,35 +115,48 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 		case wantPayload != "" && wantPayload != "full" && (len(ipt.Payloads) != restores+1 || ipt.Payloads[restores] != wantPayload):
 			t.Fatalf("restored %q, want %q", ipt.Payloads[restores:], wantPayload)
 		}
-		var want []string
+		var want []string // in order: as a whole write would leave them
 		for _, e := range in.nodeBlocked {
 			want = append(want, savedForm(blockedRule(e)))
 		}
-		slices.Sort(want)
 		if got := blockedRules(t, ipt); !slices.Equal(got, want) {
 			t.Fatalf("blocked rules %q, want %q", got, want)
 		}
 	}
+	rule := func(edit string, e ipset.Entry) string {
+		return fmt.Sprintf("%s %s %s\n", edit, blockedChain, blockedRule(e))
+	}
+	insert := func(at int, e ipset.Entry) string {
+		return fmt.Sprintf("-I %s %d %s\n", blockedChain, at, blockedRule(e))
+	}
+	edits := func(lines ...string) string { return "*filter\n" + strings.Join(lines, "") + "COMMIT\n" }
 	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b}}, "full", false)
 	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b}}, "", false)
-	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}},
-		"*filter\n-D KUBE-IPVS-OUT-FILTER "+blockedRule(a)+"\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(c)+"\nCOMMIT\n", false)
+	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}}, edits(rule("-D", a), insert(2, c)), false)
 	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}}, "", false)
-	step(glueInput{inUse: inUse}, "*filter\n-D KUBE-IPVS-OUT-FILTER "+blockedRule(b)+"\n-D KUBE-IPVS-OUT-FILTER "+blockedRule(c)+"\nCOMMIT\n", false)
+	// Inserted where it sorts, not appended.
+	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b, c}}, edits(insert(1, a)), false)
+	step(glueInput{inUse: inUse}, edits(rule("-D", a), rule("-D", b), rule("-D", c)), false)
 	lb := map[string]bool{setClusterIP: true, setLoadBalancer: true}
 	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}}, "full", false)
 	// A rule deleted behind our back is put back alone.
-	if err := ipt.Restore([]byte("*filter\n-D KUBE-IPVS-OUT-FILTER " + blockedRule(a) + "\nCOMMIT\n")); err != nil {
+	if err := ipt.Restore([]byte(edits(rule("-D", a)))); err != nil {
 		t.Fatal(err)
 	}
 	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a, c}},
-		"*filter\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(a)+"\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(c)+"\nCOMMIT\n", true)
-	// A rule of someone else's in the chain: it is flushed and written whole.
-	if err := ipt.Restore([]byte("*filter\n-A KUBE-IPVS-OUT-FILTER -j DROP\nCOMMIT\n")); err != nil {
+		edits(insert(1, a), insert(2, c)), true)
+	// A rule of someone else's in the chain, or ours out of order: it is
+	// flushed and written whole.
+	if err := ipt.Restore([]byte(edits("-A KUBE-IPVS-OUT-FILTER -j DROP\n"))); err != nil {
 		t.Fatal(err)
 	}
 	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}},
-		"*filter\n:KUBE-IPVS-OUT-FILTER - [0:0]\n-A KUBE-IPVS-OUT-FILTER "+blockedRule(a)+"\nCOMMIT\n", true)
+		edits(":KUBE-IPVS-OUT-FILTER - [0:0]\n", insert(1, a)), true)
+	if err := ipt.Restore([]byte(edits(insert(1, c)))); err != nil {
+		t.Fatal(err)
+	}
+	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a, c}},
+		edits(":KUBE-IPVS-OUT-FILTER - [0:0]\n", insert(1, a), insert(2, c)), true)
 }
 
 // TestBlockedRulesKeptOnRestart: a restarted proxier keeps the blocked
