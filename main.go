@@ -220,25 +220,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func newLogger(v int, format string) (*zap.Logger, error) {
-	zc := zap.NewProductionConfig()
-	switch format {
-	case "text", "":
-		zc.Encoding = "console"
-	case "json":
-		zc.Encoding = "json"
-	default:
-		return nil, fmt.Errorf("--logging-format=%q: one of text, json", format)
-	}
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	zc.Sampling = nil
-	zc.DisableStacktrace = true
-	if v >= 4 {
-		zc.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
-	}
-	return zc.Build()
-}
-
 func restConfig(c *cli.Context) (*rest.Config, error) {
 	if c.String("kubeconfig") == "" && c.String("master") == "" {
 		return rest.InClusterConfig()
@@ -387,6 +368,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	routeKlog(log, c.Int("v"))
 	reportUpstreamFlags(c, log)
 	effective := proxyconfig.Effective(c)
 	if path := c.String("write-config-to"); path != "" {

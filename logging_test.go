@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"k8s.io/klog/v2"
+)
+
+// TestKlogGoesThroughOurLogger: client-go's lines (klog's global calls and
+// the contextual logger its reflectors use) reach our logger with their
+// fields, errors at Error, and only up to -v.
+func TestKlogGoesThroughOurLogger(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	routeKlog(zap.New(core), 2)
+	t.Cleanup(klog.ClearLogger)
+
+	klog.InfoS("Caches populated", "type", "*v1.Service")
+	klog.V(2).InfoS("Listing and watching", "type", "*v1.Node")
+	klog.V(3).InfoS("not at -v 2")
+	klog.FromContext(context.Background()).V(2).Info("Watch closed", "err", "too old resource version")
+	klog.FromContext(context.Background()).V(4).Info("not at -v 2 either")
+	klog.ErrorS(errors.New("connection refused"), "Failed to watch", "reflector", "services")
+	klog.Flush()
+
+	got := logs.All()
+	want := []string{"Caches populated", "Listing and watching", "Watch closed", "Failed to watch"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d: %v", len(got), len(want), got)
+	}
+	for i, e := range got {
+		if e.Message != want[i] {
+			t.Errorf("line %d: %q, want %q", i, e.Message, want[i])
+		}
+		if e.LoggerName != "client-go" {
+			t.Errorf("line %d: logger %q, want client-go", i, e.LoggerName)
+		}
+	}
+	if f := got[0].ContextMap(); f["type"] != "*v1.Service" {
+		t.Errorf("fields of the first line: %v", f)
+	}
+	if f := got[2].ContextMap(); f["err"] != "too old resource version" || f["v"] != int64(2) {
+		t.Errorf("fields of the contextual line: %v", f)
+	}
+	if last := got[3]; last.Level != zapcore.ErrorLevel || last.ContextMap()["error"] != "connection refused" {
+		t.Errorf("error line: level %v, fields %v", last.Level, last.ContextMap())
+	}
+}
+
+func TestZapFieldsKeepOddInput(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	zap.New(core).Info("x", zapFields([]any{"a", 1, 7, "b", "last"})...)
+	f := logs.All()[0].ContextMap()
+	if f["a"] != int64(1) || f["7"] != "b" || f["last"] != "(missing value)" {
+		t.Errorf("fields: %v", f)
+	}
+}
