@@ -36,8 +36,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "guestfwd: stdin is a %T, not a TCP connection\n", c)
 		os.Exit(1)
 	}
+	// Silent on failure: QEMU gives this process the guest's connection as
+	// its standard error too, so an error message would reach the guest's
+	// TLS client as if the apiserver had sent it.
 	if err := forward(guest, os.Args[1]); err != nil {
-		fmt.Fprintln(os.Stderr, "guestfwd:", err)
 		os.Exit(1)
 	}
 }
