@@ -3,24 +3,28 @@
 package e2e
 
 import (
-	"os/exec"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// apiserverRule cuts the VM off from the apiserver (its only route to it is
-// 10.0.2.100:6443): connections are refused, as when kube-apiserver is down.
-var apiserverRule = []string{"OUTPUT", "-d", "10.0.2.100", "-p", "tcp", "--dport", "6443", "-j", "REJECT", "--reject-with", "tcp-reset"}
-
-// TestAPIServerOutage: with the apiserver unreachable for 60 s, a client
-// looping on a Service sees no failed request, the proxier writes nothing
-// to the kernel (so removes nothing), and /healthz stays 200, as upstream's
-// does with no change pending. A change made once it is back is
-// programmed, and so is a new Service. Serial: every test needs the apiserver.
+// TestAPIServerOutage stops kube-apiserver for 60 s. A client looping on a
+// Service sees no failed request, the proxier writes nothing to the kernel
+// (so removes nothing), and /healthz stays 200, as upstream's does with no
+// change pending. Meanwhile a Service is deleted straight from etcd, as
+// another apiserver of an HA control plane would delete it. The proxier's
+// watches resume at a resource version the restarted apiserver no longer
+// has, so they expire with 410 Gone and the proxier relists: the deletion
+// is programmed, and so are changes made right after the apiserver is back.
+// Serial: every test needs the apiserver.
 func TestAPIServerOutage(t *testing.T) {
 	ourProxier(t)
 	const ns = "outage"
@@ -28,9 +32,14 @@ func TestAPIServerOutage(t *testing.T) {
 	a, b := mustPod(t, "outage-a", "10.244.41.1", true), mustPod(t, "outage-b", "10.244.41.2", true)
 	client := mustPod(t, "outage-client", "10.244.41.100", false)
 	svc, slice := webService(ns, "10.96.41.10", a)
-	mustApply(t, svc, slice)
-	vip := ap("10.96.41.10:80")
+	gone, goneSlice := webService(ns, "10.96.41.12", a)
+	gone.Name, goneSlice.Name = "gone", "gone-1"
+	goneSlice.Labels[discovery.LabelServiceName] = "gone"
+	mustApply(t, svc, slice, gone, goneSlice)
+	vip, goneVIP := ap("10.96.41.10:80"), ap("10.96.41.12:80")
+	goneKey := ipvs.Key{Address: goneVIP.Addr(), Protocol: ipvs.TCP, Port: 80}
 	waitAnswerSet(t, client.HTTP, vip, "outage-a", 2, 30*time.Second)
+	waitAnswerSet(t, client.HTTP, goneVIP, "outage-a", 2, 30*time.Second)
 
 	var requests, failed atomic.Int64
 	stop := make(chan struct{})
@@ -52,45 +61,72 @@ func TestAPIServerOutage(t *testing.T) {
 	const ops = "kubeproxy_sync_proxy_rules_kernel_operations_total"
 	opsBefore := gauge(t, ops)
 
-	if out, err := exec.Command("iptables", append([]string{"-I"}, apiserverRule...)...).CombinedOutput(); err != nil {
-		t.Fatalf("cut the apiserver off: %v: %s", err, out)
+	stopped := time.Now()
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
 	}
-	restore := func() { _ = exec.Command("iptables", append([]string{"-D"}, apiserverRule...)...).Run() }
-	t.Cleanup(restore)
-	// Open connections (the proxier's watches) are cut too, as a restarting
-	// apiserver cuts them.
-	if out, err := exec.Command("ss", "-K", "dst", "10.0.2.100", "dport", "=", "6443").CombinedOutput(); err != nil {
-		t.Fatalf("cut the open connections: %v: %s", err, out)
-	}
+	t.Cleanup(func() { _ = env.StartAPIServer() }) // later tests need it
 	if _, err := env.Admin.Discovery().ServerVersion(); err == nil {
 		t.Fatal("the apiserver still answers: the outage is not one")
 	}
-	time.Sleep(55 * time.Second)
+	if err := env.Cluster("etcd-delete /registry/services/specs/" + ns + "/gone"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(stopped.Add(55 * time.Second)))
 	if status, body := get(t, "http://127.0.0.1:10256/healthz"); status != 200 {
 		t.Errorf("/healthz during the outage: %d %s", status, body)
 	}
-	time.Sleep(5 * time.Second)
+	time.Sleep(time.Until(stopped.Add(60 * time.Second)))
 	if got := gauge(t, ops); got != opsBefore {
 		t.Errorf("%v kernel writes during the outage, want none", got-opsBefore)
 	}
-	restore()
+	if !hasVirtualServer(t, goneKey) {
+		t.Error("the deleted Service's virtual server went while the apiserver was away")
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
 
-	// Back: a change is programmed once the watches are re-established.
+	// Right after it is back: a new endpoint and a new Service. client-go's
+	// reflectors retry the watch, then relist after its 410, each after a
+	// backoff that reaches 30-60 s during an outage (it spares an apiserver
+	// that thousands of nodes reconnect to, and upstream waits the same):
+	// up to two minutes in all.
 	_, both := webService(ns, "10.96.41.10", a, b)
-	mustApply(t, both)
-	waitAnswerSet(t, client.HTTP, vip, "outage-a,outage-b", 8, 90*time.Second)
-	// The Service watch comes back on its own backoff, apart from the
-	// slices': a new Service is programmed too before the next test, which
-	// creates one and gives it 30 s.
 	after, afterSlice := webService(ns, "10.96.41.11", a)
 	after.Name, afterSlice.Name = "after", "after-1"
 	afterSlice.Labels[discovery.LabelServiceName] = "after"
-	mustApply(t, after, afterSlice)
-	waitAnswerSet(t, client.HTTP, ap("10.96.41.11:80"), "outage-a", 2, 90*time.Second)
+	mustApply(t, both, after, afterSlice)
+	waitAnswerSet(t, client.HTTP, vip, "outage-a,outage-b", 8, 150*time.Second)
+	waitAnswerSet(t, client.HTTP, ap("10.96.41.11:80"), "outage-a", 2, 150*time.Second)
+	// Its virtual server drains first: the TIME_WAIT entries of the two
+	// requests made to it before the outage hold it for up to two minutes.
+	eventually(t, "the Service deleted while the apiserver was away is removed", 150*time.Second, func() error {
+		if hasVirtualServer(t, goneKey) || hasAddress(t, goneVIP.Addr()) {
+			return fmt.Errorf("%v is still programmed", goneVIP)
+		}
+		return nil
+	})
 	close(stop)
 	loop.Wait()
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d of %d requests failed across the outage", n, requests.Load())
 	}
 	t.Logf("%d requests across the outage, none failed", requests.Load())
+
+	// The relists came from expired watches (410 Gone), not from broken
+	// connections: client-go logs them through our logger at -v 4.
+	log, err := os.ReadFile(ourProxier(t).LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"*v1.Service", "*v1.EndpointSlice"} {
+		expired := false
+		for line := range strings.Lines(string(log)) {
+			expired = expired || strings.Contains(line, "too old resource version") && strings.Contains(line, `"`+kind+`"`)
+		}
+		if !expired {
+			t.Errorf("no %s watch expired with 410 Gone in %s", kind, ourProxier(t).LogPath)
+		}
+	}
 }

@@ -21,6 +21,7 @@ type Env struct {
 	KBin      string // kube-apiserver, kube-proxy, kubectl, etcd
 	Bin       string // our binaries: kube-ipvs-proxy, echo
 	Artifacts string // logs kept after the run
+	Control   string // where testcluster takes requests (Env.Cluster)
 	Admin     *kubernetes.Clientset
 }
 
@@ -29,7 +30,7 @@ func Load() (*Env, error) {
 	if os.Getenv("KIP_IN_VM") != "1" {
 		return nil, errors.New("must run inside the test VM: use `make e2e`")
 	}
-	e := &Env{State: os.Getenv("KIP_STATE"), KBin: os.Getenv("KBIN")}
+	e := &Env{State: os.Getenv("KIP_STATE"), KBin: os.Getenv("KBIN"), Control: os.Getenv("KIP_CONTROL")}
 	if e.State == "" || e.KBin == "" {
 		return nil, errors.New("KIP_STATE and KBIN must be set (testcluster and the Makefile set them)")
 	}

@@ -3,11 +3,11 @@
 // least-privilege identity (system:kube-proxy), creates the test Node, runs
 // one command (usually the VM) and tears everything down again.
 //
-//	testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] -- CMD ARGS...
+//	testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] -- CMD ARGS...
 //
-// The command sees KIP_APISERVER_PORT (for the VM's port forward) and
+// The command sees KIP_APISERVER_PORT (for the VM's port forward),
 // KIP_STATE (the directory with admin.kubeconfig, proxy.kubeconfig,
-// admin-host.kubeconfig). The kubeconfigs without "-host" point at
+// admin-host.kubeconfig) and, with -control, KIP_CONTROL. The kubeconfigs without "-host" point at
 // 10.0.2.100:6443, the address the VM reaches the apiserver at.
 package main
 
@@ -54,12 +54,13 @@ func main() {
 	state := flag.String("state", "", "directory for certificates, data and kubeconfigs (emptied first)")
 	node := flag.String("node", "kip-node", "name of the Node object to create")
 	seed := flag.String("etcd-seed", "", "if this etcd data directory exists, start etcd from a copy of it (the bench's API objects, created once)")
+	controlDir := flag.String("control", "", "directory (shared with the VM) where the VM asks to stop and start kube-apiserver; see control.go")
 	flag.Parse()
 	if *bin == "" || *state == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] -- CMD ARGS...")
 		os.Exit(2)
 	}
-	code, err := run(*bin, *state, *node, *seed, flag.Args())
+	code, err := run(*bin, *state, *node, *seed, *controlDir, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testcluster:", err)
 		if code == 0 {
@@ -78,8 +79,11 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
+func run(bin, state, nodeName, seed, controlDir string, cmdArgs []string) (int, error) {
 	state, _ = filepath.Abs(state)
+	if controlDir != "" {
+		controlDir, _ = filepath.Abs(controlDir) // the VM sees this machine's paths
+	}
 	if err := os.RemoveAll(state); err != nil {
 		return 0, err
 	}
@@ -132,26 +136,6 @@ func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
 	}
 	defer stopProcess(etcd)
 
-	api := exec.CommandContext(ctx, filepath.Join(bin, "kube-apiserver"),
-		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdPort),
-		"--secure-port="+strconv.Itoa(apiPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112",
-		"--authorization-mode=Node,RBAC", "--token-auth-file="+filepath.Join(state, "tokens.csv"),
-		"--client-ca-file="+filepath.Join(state, "ca.crt"),
-		"--tls-cert-file="+filepath.Join(state, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(state, "apiserver.key"),
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(state, "sa.key"),
-		"--service-account-signing-key-file="+filepath.Join(state, "sa.key"),
-		"--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
-		"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-		// As kubeadm: node agents such as a service proxy run privileged.
-		"--allow-privileged=true")
-	api.Stdout, api.Stderr = logf("kube-apiserver"), logf("kube-apiserver")
-	if err := api.Start(); err != nil {
-		return 0, fmt.Errorf("start kube-apiserver: %w", err)
-	}
-	defer stopProcess(api)
-
 	hostURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	for _, kc := range []struct{ file, server, user, token string }{
 		{"admin-host.kubeconfig", hostURL, "admin", adminToken},
@@ -162,8 +146,24 @@ func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
 			return 0, err
 		}
 	}
-	if err := waitReady(ctx, hostURL, caPEM); err != nil {
-		return 0, fmt.Errorf("%w (see %s)", err, filepath.Join(state, "kube-apiserver.log"))
+	api := &apiserver{bin: filepath.Join(bin, "kube-apiserver"), log: filepath.Join(state, "kube-apiserver.log"),
+		url: hostURL, caPEM: caPEM, args: []string{
+			"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdPort),
+			"--secure-port=" + strconv.Itoa(apiPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112",
+			"--authorization-mode=Node,RBAC", "--token-auth-file=" + filepath.Join(state, "tokens.csv"),
+			"--client-ca-file=" + filepath.Join(state, "ca.crt"),
+			"--tls-cert-file=" + filepath.Join(state, "apiserver.crt"), "--tls-private-key-file=" + filepath.Join(state, "apiserver.key"),
+			"--service-account-issuer=https://kubernetes.default.svc",
+			"--service-account-key-file=" + filepath.Join(state, "sa.key"),
+			"--service-account-signing-key-file=" + filepath.Join(state, "sa.key"),
+			"--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
+			"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+			// As kubeadm: node agents such as a service proxy run privileged.
+			"--allow-privileged=true"}}
+	defer api.stop()
+	if err := api.start(ctx); err != nil {
+		return 0, err
 	}
 	if err := createNode(ctx, filepath.Join(state, "admin-host.kubeconfig"), nodeName); err != nil {
 		return 0, err
@@ -173,6 +173,17 @@ func run(bin, state, nodeName, seed string, cmdArgs []string) (int, error) {
 	cmd := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "KIP_APISERVER_PORT="+strconv.Itoa(apiPort), "KIP_STATE="+state)
+	if controlDir != "" {
+		c := &control{dir: controlDir, api: api, etcd: "http://127.0.0.1:" + strconv.Itoa(etcdPort)}
+		if err := c.reset(); err != nil {
+			return 0, err
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() { c.serve(cctx); close(served) }()
+		defer func() { cancel(); <-served }()
+		cmd.Env = append(cmd.Env, "KIP_CONTROL="+controlDir)
+	}
 	err = cmd.Run()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
