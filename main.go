@@ -147,6 +147,9 @@ func config(c *cli.Context) (proxier.Config, error) {
 	if cfg.PrimaryOverride, err = primaryOverride(c.String("bind-address")); err != nil {
 		return cfg, err
 	}
+	if err := featureGates(c, &cfg); err != nil {
+		return cfg, err
+	}
 	for _, s := range c.StringSlice("critical-services") {
 		ns, name, ok := strings.Cut(strings.TrimSpace(s), "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

@@ -81,10 +81,17 @@ func TestUpstreamFlagChecks(t *testing.T) {
 		{[]string{"--feature-gates=A=true,B=false", "--show-hidden-metrics-for-version=1.33"}, ""},
 		{[]string{"--feature-gates=A"}, "--feature-gates"},
 		{[]string{"--feature-gates=A=maybe"}, "--feature-gates"},
+		{[]string{"--feature-gates=LoadBalancerIPMode=true"}, ""},
+		{[]string{"--feature-gates=LoadBalancerIPMode=false"}, "LoadBalancerIPMode is locked to true"},
 		{[]string{"--show-hidden-metrics-for-version=v1.33"}, "--show-hidden-metrics-for-version"},
 		{[]string{"--show-hidden-metrics-for-version=1"}, "--show-hidden-metrics-for-version"},
 	} {
-		app := &cli.App{Flags: flags(), Action: checkUpstreamFlags}
+		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
+			if _, err := config(c); err != nil {
+				return err
+			}
+			return checkUpstreamFlags(c)
+		}}
 		err := app.Run(append([]string{"kube-ipvs-proxy"}, c.args...))
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: error %v, want one naming %q", c.args, err, c.want)
@@ -98,6 +105,27 @@ func TestUpstreamFlagChecks(t *testing.T) {
 	}
 	if _, err := primaryOverride("node-1"); err == nil || !strings.Contains(err.Error(), "--bind-address") {
 		t.Errorf("--bind-address=node-1: error %v", err)
+	}
+}
+
+// TestPreferSameTrafficDistributionGate: the one feature gate that changes
+// what kube-proxy's IPVS mode programs is applied (a config file's
+// featureGates reaches it through the flag).
+func TestPreferSameTrafficDistributionGate(t *testing.T) {
+	for gates, ignore := range map[string]bool{"": false, "PreferSameTrafficDistribution=true": false,
+		"PreferSameTrafficDistribution=false": true, "A=true,PreferSameTrafficDistribution=false": true} {
+		var got bool
+		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
+			cfg, err := config(c)
+			got = cfg.IgnoreNodeHints
+			return err
+		}}
+		if err := app.Run([]string{"kube-ipvs-proxy", "--feature-gates=" + gates}); err != nil {
+			t.Fatal(err)
+		}
+		if got != ignore {
+			t.Errorf("--feature-gates=%s: node hints ignored %v, want %v", gates, got, ignore)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
 
@@ -59,11 +60,38 @@ func upstreamFlags() []cli.Flag {
 }
 
 var (
-	checkedFlags = []string{"feature-gates", "show-hidden-metrics-for-version"}
 	ignoredFlags = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
 		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )
+
+// Of the feature gates kube-proxy v1.34 reads in IPVS mode,
+// PreferSameTrafficDistribution (default true) is applied
+// (proxier.Config.IgnoreNodeHints). These are GA and locked: upstream
+// refuses another value, and so do we. Every other gate changes nothing
+// kube-proxy's IPVS mode does; it is accepted and ignored (upstream also
+// refuses names it does not know, which would need its whole list).
+var lockedGates = map[string]bool{"LoadBalancerIPMode": true}
+
+const appliedGate = "PreferSameTrafficDistribution"
+
+// featureGates checks --feature-gates as upstream would and applies the
+// one gate that changes what we program.
+func featureGates(c *cli.Context, cfg *proxier.Config) error {
+	gates, err := proxyconfig.ParseFeatureGates(c.String("feature-gates"))
+	if err != nil {
+		return fmt.Errorf("--feature-gates: %w", err)
+	}
+	for name, on := range gates {
+		if locked, ok := lockedGates[name]; ok && on != locked {
+			return fmt.Errorf("--feature-gates: %s is locked to %v in kube-proxy v1.34", name, locked)
+		}
+	}
+	if on, set := gates[appliedGate]; set && !on {
+		cfg.IgnoreNodeHints = true
+	}
+	return nil
+}
 
 // reportUpstreamFlags names, in one line each, the flags given that are
 // not applied.
@@ -77,8 +105,14 @@ func reportUpstreamFlags(c *cli.Context, log *zap.Logger) {
 		}
 		return out
 	}
-	if f := given(checkedFlags); len(f) > 0 {
-		log.Info("flags checked and ignored: kube-ipvs-proxy behaves as kube-proxy v1.34 with its default feature gates, and hides no metric", zap.Strings("flags", f))
+	if c.IsSet("show-hidden-metrics-for-version") {
+		log.Info("--show-hidden-metrics-for-version checked and ignored: kube-ipvs-proxy hides no metric")
+	}
+	gates, _ := proxyconfig.ParseFeatureGates(c.String("feature-gates")) // checked by featureGates
+	delete(gates, appliedGate)
+	if len(gates) > 0 {
+		log.Info("feature gates checked and ignored: they change nothing kube-proxy's IPVS mode does",
+			zap.String("gates", proxyconfig.FormatFeatureGates(gates)))
 	}
 	if f := given(ignoredFlags); len(f) > 0 {
 		log.Info("flags of other modes or of klog, ignored", zap.Strings("flags", f))
@@ -87,10 +121,8 @@ func reportUpstreamFlags(c *cli.Context, log *zap.Logger) {
 
 // checkUpstreamFlags checks the flags that are ignored but whose values
 // upstream checks, so that a typo fails here as it would there.
+// --feature-gates is checked by featureGates.
 func checkUpstreamFlags(c *cli.Context) error {
-	if _, err := proxyconfig.ParseFeatureGates(c.String("feature-gates")); err != nil {
-		return fmt.Errorf("--feature-gates: %w", err)
-	}
 	if v := c.String("show-hidden-metrics-for-version"); v != "" {
 		major, minor, ok := strings.Cut(v, ".")
 		if _, err := strconv.ParseUint(major, 10, 32); err != nil || !ok {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
@@ -20,15 +21,17 @@ import (
 )
 
 // kubeadmConfig is a KubeProxyConfiguration as a kubeadm ConfigMap holds
-// it, with the suite's settings, a scheduler the suite does not use and a
-// primary address other than the Node's (to see the file applied), and a
-// field no version has.
+// it, with the suite's settings, a scheduler the suite does not use, a
+// primary address other than the Node's and a feature gate off (to see the
+// file applied), and a field no version has.
 const kubeadmConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 bindAddress: 192.168.19.1
 clientConnection:
   kubeconfig: %s
 clusterCIDR: ""
+featureGates:
+  PreferSameTrafficDistribution: false
 detectLocalMode: InterfaceNamePrefix
 detectLocal:
   interfaceNamePrefix: kv
@@ -103,6 +106,30 @@ func TestConfigFile(t *testing.T) {
 		}
 	}
 
+	// Node hints: one endpoint hinted for this node, one for another. They
+	// count with PreferSameTrafficDistribution on (v1.34's default), not
+	// with the file's gate off.
+	hinted := framework.ClusterIPService("config", "hinted", "10.96.19.11", framework.Port("", v1.ProtocolTCP, 80, 8080))
+	hintedSlice := framework.Slice("config", "hinted", "hinted-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
+		framework.Endpoint("10.244.19.1", framework.NodeName, true), framework.Endpoint("10.244.19.2", "other-node", true))
+	hintedSlice.Endpoints[0].Hints = &discovery.EndpointHints{ForNodes: []discovery.ForNode{{Name: framework.NodeName}}}
+	hintedSlice.Endpoints[1].Hints = &discovery.EndpointHints{ForNodes: []discovery.ForNode{{Name: "other-node"}}}
+	mustApply(t, hinted, hintedSlice)
+	t.Cleanup(func() {
+		if err := env.DeleteService("config", "hinted"); err != nil {
+			t.Errorf("delete config/hinted: %v", err)
+		}
+	})
+	hintedRealServers := func(want ...string) func() error {
+		return func() error {
+			got, err := realServers(t, ipvs.Key{Address: mustAddr("10.96.19.11"), Protocol: ipvs.TCP, Port: 80})
+			if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+				return fmt.Errorf("real servers %v, %v; want %v", got, err, want)
+			}
+			return nil
+		}
+	}
+
 	good := filepath.Join(dir, "config.conf")
 	if err := os.WriteFile(good, []byte(fmt.Sprintf(kubeadmConfig, env.Kubeconfig("proxy"), excludedCIDR)), 0o644); err != nil {
 		t.Fatal(err)
@@ -132,6 +159,7 @@ func TestConfigFile(t *testing.T) {
 		return nil
 	})
 	eventually(t, "the node inside the source ranges by the file's bindAddress", 10*time.Second, nodeAllowed(true))
+	eventually(t, "node hints ignored by the file's feature gate", 10*time.Second, hintedRealServers("10.244.19.1:8080/1", "10.244.19.2:8080/1"))
 	if n := countLogLines(t, p, "udpIdleTimeout"); n != 1 {
 		t.Errorf("the unknown field is named in %d log lines, want 1 (see %s)", n, p.LogPath)
 	}
@@ -170,6 +198,7 @@ func TestConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the node outside the source ranges by the Node's address", 10*time.Second, nodeAllowed(false))
+	eventually(t, "node hints followed with the default gates", 10*time.Second, hintedRealServers("10.244.19.1:8080/1"))
 	if err := p.Stop(); err != nil { // later tests start the suite's own
 		t.Fatal(err)
 	}

@@ -47,6 +47,10 @@ type Config struct {
 	// ip6tables chains are created even without any, as upstream does.
 	// Without it IPv6 Services are skipped, each with a problem.
 	IPv6Capable bool
+	// IgnoreNodeHints (--feature-gates=PreferSameTrafficDistribution=false)
+	// makes endpoints' node hints count for nothing, as upstream with that
+	// gate off: trafficDistribution PreferSameNode falls back to the zone.
+	IgnoreNodeHints bool
 	// CriticalServices are programmed before all others in a sync, so
 	// that they answer early in a long cold start.
 	CriticalServices []types.NamespacedName

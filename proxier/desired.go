@@ -98,7 +98,7 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		for _, f := range fams {
 			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, f.fam)
 			problems = append(problems, epProblems...)
-			choice := categorize(eps, policy, cfg.NodeName, node.zone)
+			choice := categorize(eps, policy, cfg.hintedNode(), node.zone)
 			p := portState{serviceState: &st, fam: f.fam, svc: svc, scheduler: scheduler, proto: proto,
 				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 

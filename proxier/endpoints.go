@@ -64,11 +64,11 @@ type endpointChoice struct {
 	any bool
 }
 
-func categorize(eps []endpoint, p policies, nodeName, zone string) endpointChoice {
+func categorize(eps []endpoint, p policies, hintedNode, zone string) endpointChoice {
 	all := serving(eps)
 	c := endpointChoice{any: len(all) > 0}
 	if p.usesCluster {
-		c.cluster = serving(byHints(eps, nodeName, zone))
+		c.cluster = serving(byHints(eps, hintedNode, zone))
 	}
 	if p.usesLocal {
 		c.local = serving(local(eps))
@@ -215,6 +215,15 @@ func byHints(eps []endpoint, nodeName, zone string) []endpoint {
 		return out
 	}
 	return eps
+}
+
+// hintedNode is the node name endpoints' node hints must hold to count:
+// none when the hints are ignored.
+func (c *Config) hintedNode() string {
+	if c.IgnoreNodeHints {
+		return ""
+	}
+	return c.NodeName
 }
 
 // local picks the endpoints on this node.
