@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -57,5 +62,38 @@ func TestZapFieldsKeepOddInput(t *testing.T) {
 	f := logs.All()[0].ContextMap()
 	if f["a"] != int64(1) || f["7"] != "b" || f["last"] != "(missing value)" {
 		t.Errorf("fields: %v", f)
+	}
+}
+
+// TestMain runs main itself when a test re-executes this binary with
+// KIP_RUN_MAIN=1, so that a test can read what the program writes.
+func TestMain(m *testing.M) {
+	if os.Getenv("KIP_RUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestJSONLogToTheLastLine: with --logging-format=json, a start-up that
+// fails once the logger exists ends with a JSON line too, and exit code 1.
+func TestJSONLogToTheLastLine(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "--logging-format=json", "--hostname-override=n",
+		"--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--oom-score-adj=0")
+	cmd.Env = append(os.Environ(), "KIP_RUN_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want code 1\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, l := range lines {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(l), &entry); err != nil {
+			t.Errorf("not JSON: %q", l)
+		}
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"level":"error"`) || !strings.Contains(last, "missing") {
+		t.Errorf("last line %q: want the error that stopped it", last)
 	}
 }

@@ -372,6 +372,18 @@ func run(c *cli.Context) error {
 	}
 	defer func() { _ = log.Sync() }()
 	routeKlog(log, c.Int("v"))
+	// From here on an error is a log line like any other, so that a JSON
+	// log stays JSON to its last line.
+	if err := start(c, log, file, cfg, settings); err != nil {
+		log.Error("kube-ipvs-proxy stopped", zap.Error(err))
+		return cli.Exit("", 1)
+	}
+	return nil
+}
+
+// start runs the proxier, or the one-shot action a flag asks for, with the
+// configuration run has checked.
+func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.Config, settings kernelSettings) error {
 	reportUpstreamFlags(c, log)
 	effective := proxyconfig.Effective(c)
 	if path := c.String("write-config-to"); path != "" {
