@@ -7,8 +7,9 @@
 //
 // The command sees KIP_APISERVER_PORT (for the VM's port forward),
 // KIP_STATE (the directory with admin.kubeconfig, proxy.kubeconfig,
-// admin-host.kubeconfig) and, with -control, KIP_CONTROL. The kubeconfigs without "-host" point at
-// 10.0.2.100:6443, the address the VM reaches the apiserver at.
+// admin-host.kubeconfig) and, with -control, KIP_CONTROL (control.go). The
+// kubeconfigs without "-host" point at 10.0.2.100:6443, the address the VM
+// reaches the apiserver at.
 package main
 
 import (
