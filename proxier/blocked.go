@@ -31,7 +31,7 @@ func blockedRule(e ipset.Entry) string {
 }
 
 // blockedPlan is how a restore brings the chain in line: declare it
-// (which creates or flushes it), then apply the edits, "-D" and "-A" lines.
+// (which creates or flushes it), then apply the edits, "-D" and "-I" lines.
 type blockedPlan struct {
 	declare bool
 	edits   []string
