@@ -7,10 +7,13 @@
 package conntrack
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
 
 // Stale names the UDP flows to one virtual server that must go: those to
@@ -39,8 +42,26 @@ func (Netlink) Clear(stale []Stale) (int, error) {
 	if stale[0].VIP.Addr().Is6() {
 		fam = unix.AF_INET6
 	}
-	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, newFilter(stale))
-	return int(n), err
+	f := newFilter(stale)
+	// A flow changing while the table is dumped interrupts the dump; the
+	// flows it deleted matched the filter, but others may have been
+	// missed, so the pass is made again, as a whole.
+	total := 0
+	var err error
+	for i := 0; i < nlbatch.WholeAttempts; i++ {
+		var n uint
+		n, err = deleteFilters(netlink.ConntrackTable, fam, f)
+		total += int(n)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return total, err
+}
+
+// deleteFilters is the one kernel call Clear makes; tests replace it.
+var deleteFilters = func(t netlink.ConntrackTableType, fam netlink.InetFamily, f netlink.CustomConntrackFilter) (uint, error) {
+	return netlink.ConntrackDeleteFilters(t, fam, f)
 }
 
 // filter matches the UDP entries the stale list names.

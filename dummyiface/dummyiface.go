@@ -36,6 +36,9 @@ type Netlink struct {
 	mu   sync.Mutex
 	link netlink.Link
 	conn *nlbatch.Conn // for writes; opened on first use
+	// read lists the link's addresses, filtered by the kernel (StrictDumps):
+	// not the other links'. Opened on first use.
+	read *nlbatch.Conn
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -94,14 +97,28 @@ func (n *Netlink) Addresses() ([]netip.Addr, error) {
 		return nil, fmt.Errorf("look up link %s: %w", n.name, err)
 	}
 	n.link = link
-	list, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	if n.read == nil {
+		conn, err := nlbatch.Dial(unix.NETLINK_ROUTE)
+		if err == nil {
+			if err = conn.StrictDumps(); err != nil {
+				conn.Close()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list addresses of %s: %w", n.name, err)
+		}
+		n.read = conn
+	}
+	// Read whole (see nlbatch.Whole): a drift check adopts this list, and
+	// an address missing from it would be unbound and bound again.
+	list, err := n.read.LinkAddresses(uint32(link.Attrs().Index))
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", n.name, err)
 	}
 	out := make([]netip.Addr, 0, len(list))
 	for _, a := range list {
-		if addr, ok := netip.AddrFromSlice(a.IP); ok && !addr.IsLinkLocalUnicast() {
-			out = append(out, addr.Unmap())
+		if !a.IsLinkLocalUnicast() {
+			out = append(out, a.Unmap())
 		}
 	}
 	return out, nil
@@ -167,6 +184,10 @@ type Fake struct {
 	Exist bool
 	addrs map[netip.Addr]bool
 	ops   oplog.Log
+	// LoseAcks, when set, makes every write whose op string starts with it
+	// take effect but answer nlbatch.ErrOutcomeUnknown, as when a batch's
+	// acknowledgements are lost.
+	LoseAcks string
 }
 
 var _ Interface = (*Fake)(nil)
@@ -212,21 +233,31 @@ func (f *Fake) AddAddress(a netip.Addr) error {
 	if !f.Exist {
 		return fmt.Errorf("bind %s: no link", a)
 	}
-	if err := f.ops.Record("add-addr " + a.String()); err != nil {
+	op := "add-addr " + a.String()
+	if err := f.ops.Record(op); err != nil {
 		return err
 	}
 	f.addrs[a] = true
+	return f.answer(op)
+}
+
+// answer is what a write that took effect answers (see LoseAcks).
+func (f *Fake) answer(op string) error {
+	if f.LoseAcks != "" && strings.HasPrefix(op, f.LoseAcks) {
+		return fmt.Errorf("%s: %w", op, nlbatch.ErrOutcomeUnknown)
+	}
 	return nil
 }
 
 func (f *Fake) DeleteAddress(a netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.ops.Record("delete-addr " + a.String()); err != nil {
+	op := "delete-addr " + a.String()
+	if err := f.ops.Record(op); err != nil {
 		return err
 	}
 	delete(f.addrs, a)
-	return nil
+	return f.answer(op)
 }
 
 // Refuse makes every write whose op string starts with prefix fail, until

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
@@ -15,6 +16,10 @@ type Fake struct {
 	mu   sync.Mutex
 	sets map[string]*fakeSet
 	ops  oplog.Log
+	// LoseAcks, when set, makes every write whose op string starts with it
+	// take effect but answer nlbatch.ErrOutcomeUnknown, as when a batch's
+	// acknowledgements are lost.
+	LoseAcks string
 }
 
 type fakeSet struct {
@@ -103,10 +108,19 @@ func (f *Fake) AddEntry(name string, e Entry) error {
 	if !s.entries[e] && s.def.Type != BitmapPort && len(s.entries) >= int(s.def.MaxElem) {
 		return fmt.Errorf("add %s to ipset %s: set is full", e, name)
 	}
-	if err := f.ops.Record(fmt.Sprintf("add-entry %s %s", name, e)); err != nil {
+	op := fmt.Sprintf("add-entry %s %s", name, e)
+	if err := f.ops.Record(op); err != nil {
 		return err
 	}
 	s.entries[e] = true
+	return f.answer(op)
+}
+
+// answer is what a write that took effect answers (see LoseAcks).
+func (f *Fake) answer(op string) error {
+	if f.LoseAcks != "" && strings.HasPrefix(op, f.LoseAcks) {
+		return fmt.Errorf("%s: %w", op, nlbatch.ErrOutcomeUnknown)
+	}
 	return nil
 }
 
@@ -144,11 +158,12 @@ func (f *Fake) DeleteEntry(name string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	if err := f.ops.Record(fmt.Sprintf("delete-entry %s %s", name, e)); err != nil {
+	op := fmt.Sprintf("delete-entry %s %s", name, e)
+	if err := f.ops.Record(op); err != nil {
 		return err
 	}
 	delete(s.entries, e)
-	return nil
+	return f.answer(op)
 }
 
 // Refuse makes every write whose op string starts with prefix fail, until

@@ -160,22 +160,24 @@ func (n *Netlink) header(set string) (count, maxElem int, err error) {
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTOCOL, nlbatch.U8(nl.IPSET_PROTOCOL))
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_SETNAME, nlbatch.String(set))
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_FLAGS|nlbatch.NetByteOrder, binary.BigEndian.AppendUint32(nil, listHeaderOnly))
-	count = -1
-	err = n.w.Dump(nlbatch.Request{Type: nl.IPSET_CMD_LIST | unix.NFNL_SUBSYS_IPSET<<8, Data: b}, func(body []byte) {
-		if len(body) < 4 {
-			return
-		}
-		nlbatch.Attrs(body[4:], func(typ uint16, v []byte) {
-			if typ != nl.IPSET_ATTR_DATA {
+	err = nlbatch.Whole(func() error {
+		count, maxElem = -1, 0
+		return n.w.Dump(nlbatch.Request{Type: nl.IPSET_CMD_LIST | unix.NFNL_SUBSYS_IPSET<<8, Data: b}, func(body []byte) {
+			if len(body) < 4 {
 				return
 			}
-			nlbatch.Attrs(v, func(typ uint16, v []byte) {
-				switch {
-				case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
-					count = int(binary.BigEndian.Uint32(v))
-				case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
-					maxElem = int(binary.BigEndian.Uint32(v))
+			nlbatch.Attrs(body[4:], func(typ uint16, v []byte) {
+				if typ != nl.IPSET_ATTR_DATA {
+					return
 				}
+				nlbatch.Attrs(v, func(typ uint16, v []byte) {
+					switch {
+					case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
+						count = int(binary.BigEndian.Uint32(v))
+					case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
+						maxElem = int(binary.BigEndian.Uint32(v))
+					}
+				})
 			})
 		})
 	})

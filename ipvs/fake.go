@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
@@ -26,6 +27,12 @@ type Fake struct {
 	// FailNext, when set, makes the next mutating call whose op string
 	// starts with it fail once.
 	FailNext string
+	// LoseAcks, when set, makes every write whose op string starts with it
+	// take effect but answer nlbatch.ErrOutcomeUnknown, as when a batch's
+	// acknowledgements are lost.
+	LoseAcks string
+	// readErr, when set (FailReads), is what every read returns.
+	readErr error
 	// TableMisses are left out of AllRealServers, as /proc/net/ip_vs may
 	// skip a virtual server when the table changes between its pages.
 	TableMisses map[Key]bool
@@ -51,6 +58,23 @@ func (f *Fake) op(format string, args ...any) error {
 	return f.ops.Record(s)
 }
 
+// answer is what a write that took effect answers: nil, or an unknown
+// outcome if its acknowledgement is to be lost.
+func (f *Fake) answer(op string) error {
+	if f.LoseAcks != "" && strings.HasPrefix(op, f.LoseAcks) {
+		return fmt.Errorf("%s: %w", op, nlbatch.ErrOutcomeUnknown)
+	}
+	return nil
+}
+
+// FailReads makes every read fail with err, as a kernel whose dumps fail,
+// until FailReads(nil).
+func (f *Fake) FailReads(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readErr = err
+}
+
 // Refuse makes every write whose op string starts with prefix fail, until
 // Refuse(""), as the kernel refuses an object it will not take.
 func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
@@ -61,6 +85,9 @@ func (f *Fake) TakeOps() []string { return f.ops.Take() }
 func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return nil, f.readErr
+	}
 	out := make([]VirtualServer, 0, len(f.servers))
 	for _, s := range f.servers {
 		out = append(out, s.vs)
@@ -71,6 +98,9 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 func (f *Fake) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return VirtualServer{}, false, f.readErr
+	}
 	s, ok := f.servers[k]
 	if !ok {
 		return VirtualServer{}, false, nil
@@ -84,11 +114,12 @@ func (f *Fake) AddVirtualServer(vs VirtualServer) error {
 	if _, ok := f.servers[vs.Key]; ok {
 		return fmt.Errorf("add virtual server %s: %w", vs.Key, ErrExists)
 	}
-	if err := f.op("add-vs %s", vs.Key); err != nil {
+	op := fmt.Sprintf("add-vs %s", vs.Key)
+	if err := f.op("%s", op); err != nil {
 		return err
 	}
 	f.servers[vs.Key] = &fakeServer{vs: vs, real: map[netip.AddrPort]RealServer{}}
-	return nil
+	return f.answer(op)
 }
 
 func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
@@ -98,11 +129,12 @@ func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
 	if !ok {
 		return fmt.Errorf("update virtual server %s: %w", vs.Key, ErrNotFound)
 	}
-	if err := f.op("update-vs %s", vs.Key); err != nil {
+	op := fmt.Sprintf("update-vs %s", vs.Key)
+	if err := f.op("%s", op); err != nil {
 		return err
 	}
 	s.vs = vs
-	return nil
+	return f.answer(op)
 }
 
 func (f *Fake) DeleteVirtualServer(k Key) error {
@@ -111,16 +143,20 @@ func (f *Fake) DeleteVirtualServer(k Key) error {
 	if _, ok := f.servers[k]; !ok {
 		return fmt.Errorf("delete virtual server %s: %w", k, ErrNotFound)
 	}
-	if err := f.op("delete-vs %s", k); err != nil {
+	op := fmt.Sprintf("delete-vs %s", k)
+	if err := f.op("%s", op); err != nil {
 		return err
 	}
 	delete(f.servers, k)
-	return nil
+	return f.answer(op)
 }
 
 func (f *Fake) RealServers(k Key) ([]RealServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return nil, f.readErr
+	}
 	// As the kernel: a missing virtual server has no real servers.
 	s, ok := f.servers[k]
 	if !ok {
@@ -138,6 +174,10 @@ var _ TableReader = (*Fake)(nil)
 func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
 	f.mu.Lock()
 	f.TableReads++
+	if err := f.readErr; err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
 	var keys []Key
 	for k := range f.servers {
 		if !f.TableMisses[k] {
@@ -162,11 +202,12 @@ func (f *Fake) AddRealServer(k Key, r RealServer) error {
 	if _, ok := s.real[r.ID()]; ok {
 		return fmt.Errorf("add real server %s to %s: %w", r.ID(), k, ErrExists)
 	}
-	if err := f.op("add-rs %s %s", k, r.ID()); err != nil {
+	op := fmt.Sprintf("add-rs %s %s", k, r.ID())
+	if err := f.op("%s", op); err != nil {
 		return err
 	}
 	s.real[r.ID()] = RealServer{Address: r.Address, Port: r.Port, Weight: r.Weight}
-	return nil
+	return f.answer(op)
 }
 
 func (f *Fake) UpdateRealServer(k Key, r RealServer) error {
@@ -180,12 +221,13 @@ func (f *Fake) UpdateRealServer(k Key, r RealServer) error {
 	if !ok {
 		return fmt.Errorf("update real server %s of %s: %w", r.ID(), k, ErrNotFound)
 	}
-	if err := f.op("update-rs %s %s weight=%d", k, r.ID(), r.Weight); err != nil {
+	op := fmt.Sprintf("update-rs %s %s weight=%d", k, r.ID(), r.Weight)
+	if err := f.op("%s", op); err != nil {
 		return err
 	}
 	old.Weight = r.Weight
 	s.real[r.ID()] = old
-	return nil
+	return f.answer(op)
 }
 
 func (f *Fake) DeleteRealServer(k Key, id netip.AddrPort) error {
@@ -198,11 +240,12 @@ func (f *Fake) DeleteRealServer(k Key, id netip.AddrPort) error {
 	if _, ok := s.real[id]; !ok {
 		return fmt.Errorf("delete real server %s of %s: %w", id, k, ErrNotFound)
 	}
-	if err := f.op("delete-rs %s %s", k, id); err != nil {
+	op := fmt.Sprintf("delete-rs %s %s", k, id)
+	if err := f.op("%s", op); err != nil {
 		return err
 	}
 	delete(s.real, id)
-	return nil
+	return f.answer(op)
 }
 
 // SetConnections sets a real server's connection counters, as traffic would.

@@ -85,12 +85,21 @@ func family(a netip.Addr) uint16 {
 
 // VirtualServers lists every address/port virtual server (firewall-mark
 // services are not ours and are left out).
+//
+// IPVS resumes its dumps by position and does not flag one its table
+// changed under (no NLM_F_DUMP_INTR, as of Linux 6.x); were it to, the
+// dump is read again (nlbatch.Whole). A dump can so miss or repeat
+// entries; the drift check re-reads alone every virtual server where a dump
+// and its belief disagree before acting on it.
 func (n *Netlink) VirtualServers() ([]VirtualServer, error) {
 	var out []VirtualServer
-	err := n.r.Dump(nlbatch.Request{Type: n.family, Data: []byte{cmdGetService, genlIPVSv1, 0, 0}}, func(body []byte) {
-		if vs, ok := decodeService(body); ok {
-			out = append(out, vs)
-		}
+	err := nlbatch.Whole(func() error {
+		out = out[:0]
+		return n.r.Dump(nlbatch.Request{Type: n.family, Data: []byte{cmdGetService, genlIPVSv1, 0, 0}}, func(body []byte) {
+			if vs, ok := decodeService(body); ok {
+				out = append(out, vs)
+			}
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
@@ -121,10 +130,13 @@ func (n *Netlink) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
 	out := []RealServer{}
 	af := family(k.Address)
-	err := n.r.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
-		if rs, ok := decodeDest(body, af); ok {
-			out = append(out, rs)
-		}
+	err := nlbatch.Whole(func() error {
+		out = out[:0]
+		return n.r.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
+			if rs, ok := decodeDest(body, af); ok {
+				out = append(out, rs)
+			}
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", k, err)
@@ -145,4 +157,23 @@ func (n *Netlink) Write(ops []Op) []error {
 		}
 	}
 	return errs
+}
+
+// Unconfirmed says whether op may have left the kernel as it asked in spite
+// of err: its answer was lost (a batch's acknowledgements overran the
+// receive buffer), or the object it adds was there already, or the one it
+// deletes was not (an earlier write whose answer was lost, or someone
+// else's). Read the object back before calling the write refused.
+func Unconfirmed(op Op, err error) bool {
+	if errors.Is(err, nlbatch.ErrOutcomeUnknown) {
+		return true
+	}
+	switch op.Kind {
+	case AddVS, AddRS:
+		return errors.Is(err, syscall.EEXIST) || errors.Is(err, ErrExists)
+	case DeleteVS, DeleteRS:
+		// ESRCH: no such virtual server; ENOENT: no such real server.
+		return errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.ENOENT) || errors.Is(err, ErrNotFound)
+	}
+	return false
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
@@ -48,55 +47,30 @@ func (n *Netlink) Addresses() ([]netip.Addr, error) {
 		}
 		n.conn = conn
 	}
-	links, err := netlink.LinkList()
+	// Each list is read whole: links come and go with pods, and a list
+	// read while they did may lack addresses, which would take the node's
+	// NodePorts away.
+	links, err := n.conn.Links()
 	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
+		return nil, err
 	}
 	var out []netip.Addr
 	for _, l := range links {
-		if l.Attrs().Name == n.skip {
+		if l.Name == n.skip {
 			continue
 		}
-		// ifaddrmsg: any family, no prefix length, flags or scope filter,
-		// this link's index.
-		req := nlbatch.Request{Type: unix.RTM_GETADDR, Data: append([]byte{unix.AF_UNSPEC, 0, 0, 0}, nlbatch.U32(uint32(l.Attrs().Index))...)}
-		err := n.conn.Dump(req, func(body []byte) {
-			if a, ok := parse(body); ok && usable(a) && !slices.Contains(out, a) {
+		addrs, err := n.conn.LinkAddresses(l.Index)
+		if err != nil {
+			return nil, fmt.Errorf("list addresses of %s: %w", l.Name, err)
+		}
+		for _, a := range addrs {
+			if usable(a) && !slices.Contains(out, a) {
 				out = append(out, a)
 			}
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list addresses of %s: %w", l.Attrs().Name, err)
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out, nil
-}
-
-// parse reads one RTM_NEWADDR message: the local address when there is one
-// (a point-to-point link's IFA_ADDRESS is its peer), else IFA_ADDRESS.
-func parse(body []byte) (netip.Addr, bool) {
-	const ifaddrmsgLen = 8
-	if len(body) < ifaddrmsgLen {
-		return netip.Addr{}, false
-	}
-	var local, address netip.Addr
-	nlbatch.Attrs(body[ifaddrmsgLen:], func(typ uint16, val []byte) {
-		a, ok := netip.AddrFromSlice(val)
-		if !ok {
-			return
-		}
-		switch typ {
-		case unix.IFA_LOCAL:
-			local = a
-		case unix.IFA_ADDRESS:
-			address = a
-		}
-	})
-	if local.IsValid() {
-		return local, true
-	}
-	return address, address.IsValid()
 }
 
 // usable drops the addresses no NodePort is served on, as upstream.

@@ -1,10 +1,13 @@
 package nodeaddrs
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch/nstest"
 )
 
 // stdlibAddresses lists what the Go standard library sees on the link
@@ -70,5 +73,47 @@ func TestUsable(t *testing.T) {
 		if got := usable(netip.MustParseAddr(s)); got != want {
 			t.Errorf("usable(%s) = %v, want %v", s, got, want)
 		}
+	}
+}
+
+// While pods come and go (links added and deleted), every list is whole:
+// no read fails for a dump the changes interrupted, and none lacks an
+// address that stayed.
+func TestAddressesAreWholeWhileLinksChange(t *testing.T) {
+	ns := nstest.New(t)
+	var want []netip.Addr
+	err := ns.Do(func() error {
+		for i := 0; i < 40; i++ {
+			a := fmt.Sprintf("192.0.2.%d", i+1)
+			want = append(want, netip.MustParseAddr(a))
+			if err := nstest.AddVeth(fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), a+"/32"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(want, netip.Addr.Compare)
+	stop := ns.Churn(t)
+	defer stop()
+	n := NewNetlink("")
+	err = ns.Do(func() error {
+		for i := 0; i < 300; i++ {
+			got, err := n.Addresses()
+			if err != nil {
+				return fmt.Errorf("read %d: %w", i, err)
+			}
+			// The churning link's address may be there or not.
+			got = slices.DeleteFunc(got, func(a netip.Addr) bool { return a == netip.MustParseAddr("198.51.100.1") })
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("read %d: got %v, want %v", i, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -127,14 +127,30 @@ func pick[K comparable](t *memberTable[K], add bool, dirty iter.Seq[K], now time
 }
 
 // record takes the kernel's answer to writing keys: a key written is
-// believed and done, a key refused goes to retry with its failure. It
-// returns how many were written and the errors.
-func record[K comparable](t *memberTable[K], keys []K, results []error, add bool, now time.Time, retry map[K]bool) (int, []error) {
+// believed and done, a key refused goes to retry with its failure. Keys
+// whose answer was lost are read back with held first (see readback.go):
+// those the kernel holds as asked count as written. It returns how many
+// were written and the errors.
+func record[K comparable](t *memberTable[K], keys []K, results []error, add bool, now time.Time, retry map[K]bool,
+	held func([]K) (map[K]bool, error)) (int, []error) {
+	var unknown []K
+	for i, err := range results {
+		if err != nil && unknownOutcome(err) {
+			unknown = append(unknown, keys[i])
+		}
+	}
+	var seen map[K]bool
+	if len(unknown) > 0 {
+		seen, _ = held(unknown) // what it could not read stays failed
+	}
 	var errs []error
 	n := 0
 	for i, err := range results {
 		k := keys[i]
 		t.wrote(k)
+		if present, read := seen[k]; err != nil && read && present == add {
+			err = nil
+		}
 		if err != nil {
 			errs = append(errs, err)
 			retry[k] = true
@@ -158,7 +174,7 @@ func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry 
 	if add {
 		write = r.addrs.AddAddresses
 	}
-	return record(&r.addr, addrs, write(addrs), add, now, retry)
+	return record(&r.addr, addrs, write(addrs), add, now, retry, r.boundOf)
 }
 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
@@ -187,7 +203,7 @@ func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[
 		for i, k := range keys {
 			entries[i] = k.entry
 		}
-		written, failed := record(&r.entry, keys, write(set, entries), add, now, retry)
+		written, failed := record(&r.entry, keys, write(set, entries), add, now, retry, r.entriesHeld)
 		n += written
 		errs = append(errs, failed...)
 	}
@@ -251,9 +267,14 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 		// A virtual server whose add failed takes its real servers' adds
 		// down with it: those are not failures of their own.
 		var addFailed map[ipvs.Key]bool
-		for i, err := range r.ipvs.Write(ops) {
+		results := r.ipvs.Write(ops)
+		back := r.readBackVirtualServers(ops, results)
+		for i, err := range results {
 			op := ops[i]
 			k := op.VS.Key
+			if err != nil && back[k].holds(op) {
+				err = nil // the kernel holds what was asked
+			}
 			if err == nil {
 				r.ops++
 				r.vs.wrote(k)
@@ -274,6 +295,9 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 			}
 			r.opFailed(op, err, now)
 		}
+		for k, rb := range back {
+			r.takeReadBack(k, rb)
+		}
 	}
 	// Written a few thousand at a time: a cold start's 140k ops at once
 	// held 30 MB of plans at the peak, for no fewer system calls.
@@ -290,6 +314,9 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 	}
 	write(ops)
 	dirty.settle(pending)
+	if dirty.only == nil {
+		r.drainRead = nil // one not planned (its retry not due) reads afresh
+	}
 	r.clearStaleFlows()
 	return errs
 }
@@ -414,8 +441,13 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		}
 		if d := r.draining[k]; d != nil {
 			delete(d, id)
+			if len(d) == 0 {
+				delete(r.draining, k)
+			}
 		}
 	}
+	var conns *realSet
+	connsRead := false
 	for _, cur := range haveRS.members() {
 		id := cur.ID()
 		if wantedRS[id] {
@@ -426,6 +458,17 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 			rsOp(ipvs.DeleteRS, cur)
 			staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(want.real) > 0)
 			continue
+		}
+		if !r.draining[k][id] {
+			// A drain would start: only what carries connections drains
+			// (see drain.go).
+			if !connsRead {
+				conns, connsRead = r.connectionsOf(k), true
+			}
+			if rs, ok := conns.get(id); conns != nil && (!ok || !connected(rs)) {
+				rsOp(ipvs.DeleteRS, cur)
+				continue
+			}
 		}
 		if cur.Weight != 0 {
 			cur.Weight = 0

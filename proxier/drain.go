@@ -16,6 +16,33 @@ func (r *reconciler) endDrained() {
 	}
 }
 
+// Graceful termination, as upstream: a removed TCP real server that carries
+// connections (active or inactive: TIME_WAIT holds one for two minutes)
+// stays at weight 0 until they end; one that carries none is deleted at
+// once, and so are UDP and SCTP ones. Whether it carries any is read when
+// its drain would start: one dump of its virtual server's real servers,
+// whatever the Service's size, and only when a TCP real server goes.
+
+// connected says a real server carries connections.
+func connected(rs ipvs.RealServer) bool { return rs.ActiveConns+rs.InactiveConns > 0 }
+
+// connectionsOf reads virtual server k's real servers with their
+// connection counts for apply, which holds writesFirst and so asks the
+// kernel directly; what startDrain read in this sync serves instead. Nil
+// when the read fails: its real servers then drain, and the drift check
+// decides.
+func (r *reconciler) connectionsOf(k ipvs.Key) *realSet {
+	if read, ok := r.drainRead[k]; ok {
+		delete(r.drainRead, k)
+		return read
+	}
+	reals, err := r.ipvs.RealServers(k)
+	if err != nil {
+		return nil
+	}
+	return newRealSet(reals)
+}
+
 // drain deletes weight-0 real servers whose connections had ended when the
 // kernel was read, from the read's counters: no request per virtual server on
 // the sync goroutine. Virtual servers written during the read wait for the

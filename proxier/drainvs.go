@@ -1,6 +1,8 @@
 package proxier
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
@@ -9,14 +11,16 @@ import (
 
 // A TCP virtual server on a VIP (an address bound to kube-ipvs0) that no
 // Service wants any more (its Service was deleted, or lost that port or
-// address) drains like a removed real server rather than going at once: its
-// real servers go to weight 0, and it stays, with its address on kube-ipvs0
-// and in KUBE-IPVS-IPS, until a drift check sees their connections end.
-// Virtual servers on the node's own addresses (node ports, external IPs the
-// node has) go at once, as upstream: such an address may have left the node. Upstream deletes it at once, which cuts every
-// long-lived connection through it. The reconciler holds the address and
-// the entry under an owner of its own, so the address and entry tables keep
-// them as they keep any wanted object.
+// address) and whose real servers carry connections drains like a removed
+// real server: its idle real servers go at once, the others to weight 0,
+// and it stays, with its address on kube-ipvs0 and in KUBE-IPVS-IPS, until
+// a drift check sees their connections end. Upstream deletes such a virtual
+// server at once, which cuts every long-lived connection through it. One
+// without connections goes at once, as upstream, and so do virtual servers
+// on the node's own addresses (node ports, external IPs the node has):
+// such an address may have left the node. The reconciler holds a draining
+// virtual server's address and entry under an owner of its own, so the
+// address and entry tables keep them as they keep any wanted object.
 
 // drainOwner is the owner that holds a draining virtual server's address.
 func drainOwner(k ipvs.Key) types.NamespacedName {
@@ -26,8 +30,9 @@ func drainOwner(k ipvs.Key) types.NamespacedName {
 func vipEntry(k ipvs.Key) setEntry { return setEntry{setIPVSIPs, ipset.Entry{IP: k.Address}} }
 
 // startDrain makes virtual server k drain if no Service wants it any more
-// and it has real servers to drain. setService calls it for each virtual
-// server a Service lets go.
+// and its real servers carry connections: one dump of k's real servers,
+// which the apply that follows uses too. setService calls it for each
+// virtual server a Service lets go.
 func (r *reconciler) startDrain(k ipvs.Key) {
 	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.drainingVS[k] {
 		return
@@ -37,6 +42,18 @@ func (r *reconciler) startDrain(k ipvs.Key) {
 	}
 	if _, bound := r.addr.have[k.Address]; !bound {
 		return
+	}
+	// No apply runs meanwhile (r.mu), so the kernel is asked directly.
+	// Unread, it drains: the drift check decides.
+	if reals, err := r.ipvs.RealServers(k); err == nil {
+		read := newRealSet(reals)
+		if !slices.ContainsFunc(read.members(), connected) {
+			return
+		}
+		if r.drainRead == nil {
+			r.drainRead = map[ipvs.Key]*realSet{}
+		}
+		r.drainRead[k] = read
 	}
 	r.drainingVS[k] = true
 	owner := drainOwner(k)

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
@@ -61,13 +62,72 @@ func TestDeletedServiceDrains(t *testing.T) {
 	mustRefresh(t, r)
 	expectOps(t, k)
 
-	// Deleted again; once the connection has ended, it all goes.
+	// Deleted again once the connection has ended: it all goes at once,
+	// with no weight-0 leftover until a drift check.
 	r.setService(name("web"), serviceState{})
 	mustApply(t, r)
-	mustRefresh(t, r)
 	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
-		"delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "delete-vs 10.96.0.1:80/TCP", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0")
+		"delete-vs 10.96.0.1:80/TCP")
+	mustRefresh(t, r)
+	expectOps(t, k)
 	if len(r.drainingVS) != 0 || k.links.Dump() != "10.96.0.4" {
 		t.Errorf("left draining %v, addresses %q", r.drainingVS, k.links.Dump())
 	}
+}
+
+// A Service whose port moves, or which loses endpoints, leaves no weight-0
+// real server behind that carries no connection: those go at once, as
+// upstream deletes them, and only those that carry connections drain. The
+// decision costs one real-server dump of the virtual server concerned.
+func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
+	r.ipvs = d
+	pods := []string{"10.244.0.1:8080", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080"}
+	r.setService(name("web"), state("10.96.0.1", 80, pods...))
+	r.setService(name("api"), state("10.96.0.2", 80, pods...))
+	mustApply(t, r)
+	k.ops()
+	clear(d.dumped)
+	web := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	api := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
+
+	// web's port moves; nothing is connected to it: the old virtual server
+	// goes whole, at once.
+	r.setService(name("web"), state("10.96.0.1", 81, pods...))
+	mustApply(t, r)
+	if got := k.ipvs.Dump(); strings.Contains(got, "10.96.0.1:80/TCP") {
+		t.Errorf("the moved port's old virtual server is left:\n%s", got)
+	}
+	if d.dumped[web] != 1 {
+		t.Errorf("old virtual server dumped %d times, want once", d.dumped[web])
+	}
+
+	// api loses three endpoints, one of which has a connection in
+	// TIME_WAIT: it alone drains.
+	busy := netip.MustParseAddrPort("10.244.0.5:8080")
+	k.ipvs.SetConnections(api, busy, 0, 1)
+	k.ops()
+	r.setService(name("api"), state("10.96.0.2", 80, pods[:2]...))
+	mustApply(t, r)
+	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.3:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.4:8080",
+		"update-rs 10.96.0.2:80/TCP 10.244.0.5:8080 weight=0")
+	if d.dumped[api] != 1 {
+		t.Errorf("api dumped %d times, want once", d.dumped[api])
+	}
+	// Its port moves too: the old virtual server drains with its one busy
+	// real server, the idle ones going at once; the new one is served.
+	r.setService(name("api"), state("10.96.0.2", 81, pods[:2]...))
+	mustApply(t, r)
+	expectOps(t, k, "add-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:81", "add-vs 10.96.0.2:81/TCP",
+		"add-rs 10.96.0.2:81/TCP 10.244.0.1:8080", "add-rs 10.96.0.2:81/TCP 10.244.0.2:8080",
+		"delete-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:80",
+		"delete-rs 10.96.0.2:80/TCP 10.244.0.1:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.2:8080")
+	if d.dumped[api] != 2 {
+		t.Errorf("api dumped %d times after two changes, want twice", d.dumped[api])
+	}
+	k.ipvs.SetConnections(api, busy, 0, 0)
+	mustRefresh(t, r)
+	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.5:8080", "delete-vs 10.96.0.2:80/TCP")
 }

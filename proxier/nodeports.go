@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -138,20 +139,26 @@ func primaryIP(node *v1.Node, fam ipFamily) netip.Addr {
 	return netip.Addr{}
 }
 
-// refreshNodeIPs re-reads the node's addresses and, if they changed,
-// queues every Service that uses them for recomputation. It runs on the
-// sync goroutine, before the inputs are taken.
-func (p *Proxier) refreshNodeIPs() {
+// refreshNodeIPs re-reads the node's addresses and, if they or the Node
+// changed, queues every Service that uses them for recomputation. It runs
+// on the sync goroutine, before the inputs are taken. A failed read keeps
+// the previous list; with none yet, it returns the error and nothing may be
+// computed (see waitForNodeAddrs).
+func (p *Proxier) refreshNodeIPs() error {
 	p.nodeIPs.takeChanged()
-	p.nodeIPs.read = true
 	if p.kernel.NodeAddrs == nil {
-		return
+		p.nodeIPs.read = true
+		return nil
 	}
 	listed, err := p.kernel.NodeAddrs.Addresses()
 	if err != nil {
+		if !p.nodeIPs.read {
+			return err
+		}
 		p.log.Warn("could not list the node's addresses; NodePorts and external IPs keep the previous ones", zap.Error(err))
-		return
+		listed = p.nodeIPs.current.all // what the Node says may still have changed
 	}
+	p.nodeIPs.read = true
 	p.nodeIPs.mu.Lock()
 	node := p.nodeIPs.node
 	p.nodeIPs.mu.Unlock()
@@ -169,7 +176,7 @@ func (p *Proxier) refreshNodeIPs() {
 	next.primary, next.zone, next.podCIDR = primary, node.zone, node.podCIDR
 	cur := p.nodeIPs.current
 	if next.equal(cur) {
-		return
+		return nil
 	}
 	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
 		zap.Stringers("primary", validOnly(next.primary[:])), zap.String("zone", next.zone), zap.Stringers("podCIDR", validOnly(next.podCIDR[:])))
@@ -188,6 +195,20 @@ func (p *Proxier) refreshNodeIPs() {
 		p.changeTracker.touch(usesNodeAddrs)
 	}
 	p.nodeIPs.current = next
+	return nil
+}
+
+// waitForNodeAddrs holds a sync back while the node's addresses have never
+// been read, and retries it with backoff. Computed from no addresses, every
+// NodePort would be unwanted, and deleted from a kernel a restarted proxier
+// finds them in, and an external IP the node holds would be bound to
+// kube-ipvs0.
+func (p *Proxier) waitForNodeAddrs(err error) {
+	backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.failures, 10))
+	p.failures++
+	p.runner.RetryAt(time.Now().Add(backoff))
+	p.metrics.SyncFailuresTotal.Inc()
+	p.log.Error("could not list the node's addresses; nothing is written until they are read", zap.Error(err), zap.Duration("retryIn", backoff))
 }
 
 // usesNodeAddrs says whether svc's state depends on the node's addresses

@@ -169,3 +169,54 @@ func TestNodeCIDRFollowsTheNode(t *testing.T) {
 		t.Errorf("a pod CIDR change wrote kernel objects: %v", ops)
 	}
 }
+
+// A proxier restarted while the node's addresses cannot be listed (say,
+// every dump interrupted) writes nothing until they are: computed from no
+// addresses, the node's NodePorts would be deleted and an external IP the
+// node holds bound to kube-ipvs0. Once read, nothing needs writing.
+func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
+	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	addrs := &nodeaddrs.Fake{}
+	node := netip.MustParseAddr("10.0.2.15")
+	addrs.Set(nil, node)
+	web := svc("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
+	web.Spec.Type = v1.ServiceTypeNodePort
+	web.Spec.ExternalIPs = []string{node.String()}
+	start := func() *Proxier {
+		p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+			Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}, NodeAddrs: addrs},
+			zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+		p.OnServiceAdd(web)
+		p.OnServicesSynced()
+		p.OnEndpointSlicesSynced()
+		return p
+	}
+	start().SyncNow()
+	ipvsBefore, linkBefore := k.ipvs.Dump(), k.links.Dump()
+	if !strings.Contains(ipvsBefore, "-A 10.0.2.15:30080/TCP") || !strings.Contains(ipvsBefore, "-A 10.0.2.15:80/TCP") || strings.Contains(linkBefore, "10.0.2.15") {
+		t.Fatalf("first proxier: node port and external IP not as expected:\n%s\nbound: %s", ipvsBefore, linkBefore)
+	}
+	k.ops()
+
+	addrs.Set(errors.New("list links: netlink dump interrupted"))
+	p := start()
+	p.SyncNow()
+	p.SyncNow()
+	if ops := k.ops(); len(ops) != 0 {
+		t.Fatalf("wrote %q with no node address list", ops)
+	}
+	if !p.lastFull.IsZero() {
+		t.Fatal("the first sync counted as done without the node's addresses")
+	}
+	addrs.Set(nil, node)
+	p.SyncNow()
+	for _, op := range k.ops() {
+		if strings.Contains(op, "10.0.2.15") {
+			t.Errorf("once the addresses were read: %s", op)
+		}
+	}
+	if got := k.ipvs.Dump(); got != ipvsBefore {
+		t.Errorf("virtual servers now\n%s\nwant\n%s", got, ipvsBefore)
+	}
+}
+

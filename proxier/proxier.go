@@ -245,7 +245,10 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	// The node's addresses are re-read when a drift check starts, not at
 	// every sync while one runs.
 	if first || due && !p.rec.checking() || p.nodeIPs.takeChanged() {
-		p.refreshNodeIPs()
+		if err := p.refreshNodeIPs(); err != nil {
+			p.waitForNodeAddrs(err)
+			return false
+		}
 	}
 	if first {
 		p.log.Info("informer caches synced; first sync")
@@ -514,12 +517,15 @@ func (p *Proxier) warnMissingCritical(inputs []serviceInput) {
 // they change before then. The first sync programs them once more from the
 // cluster-wide caches, writing only what differs.
 func (p *Proxier) programCriticalEarly() (applied bool) {
+	if !p.nodeIPs.read {
+		if err := p.refreshNodeIPs(); err != nil {
+			p.waitForNodeAddrs(err)
+			return false
+		}
+	}
 	inputs := p.critical.take(false)
 	if len(inputs) == 0 {
 		return false
-	}
-	if !p.nodeIPs.read {
-		p.refreshNodeIPs()
 	}
 	if !p.setUp {
 		p.setUp = p.takeEarlySetup()

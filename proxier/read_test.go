@@ -176,10 +176,10 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	// so it goes as soon as its connections end; a stray virtual server
 	// is confirmed with its real servers and deleted at the next check
 	// that lists the virtual servers (this one: the fourth, see dumpPlan).
+	k.ipvs.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 1, 0)
 	r.setService(name("10.96.0.2"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
 	expectOps(t, k, "update-rs 10.96.0.2:80/TCP 10.244.1.2:8080 weight=0")
-	k.ipvs.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 1, 0)
 	stray := ipvs.Key{Address: netip.MustParseAddr("10.96.0.99"), Protocol: ipvs.TCP, Port: 80}
 	_ = k.ipvs.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
 	_ = k.ipvs.AddRealServer(stray, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 80, Weight: 1})

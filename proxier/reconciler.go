@@ -63,6 +63,10 @@ type reconciler struct {
 	// drainingVS are the TCP virtual servers no Service wants that are
 	// kept while their real servers drain (see drainvs.go).
 	drainingVS map[ipvs.Key]bool
+	// drainRead holds the real servers, with their connection counts, that
+	// startDrain read of a virtual server, for the apply that follows
+	// (see connectionsOf).
+	drainRead map[ipvs.Key]*realSet
 
 	// conntrack deletes the entries of UDP flows to removed real servers;
 	// staleFlows are those an apply found, conntrackCleared and

@@ -203,15 +203,15 @@ func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
 	mustApply(t, r)
 	expectOps(t, k)
 
-	// Deleting a drains its virtual server: weight 0, its address kept;
-	// the next drift check, seeing no connection, removes the rest. Nothing
-	// of b is touched.
+	// Deleting a, which carries no connection, deletes its virtual
+	// server, address and entries at once (see drainvs.go). Nothing of b
+	// is touched.
 	r.setService(name("a"), serviceState{})
 	mustApply(t, r)
-	expectOps(t, k, "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0")
+	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
+		"delete-vs 10.96.0.1:80/TCP")
 	mustRefresh(t, r)
-	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "delete-vs 10.96.0.1:80/TCP", "delete-addr 10.96.0.1",
-		"delete-entry KUBE-IPVS-IPS 10.96.0.1")
+	expectOps(t, k)
 	if got := k.ipvs.Dump(); got != "-A 10.96.0.2:80/TCP -s rr\n-a 10.96.0.2:80/TCP -r 10.244.0.2:8080 -w 1\n-a 10.96.0.2:80/TCP -r 10.244.0.3:8080 -w 1" {
 		t.Errorf("ipvs table:\n%s", got)
 	}
@@ -302,15 +302,15 @@ func TestReconcilerSharedObjectsStayUntilLastOwnerLeaves(t *testing.T) {
 func TestReconcilerGracefulTermination(t *testing.T) {
 	k, r := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
 
-	// A removed TCP real server is quiesced, not deleted.
+	// A removed TCP real server with connections is quiesced, not deleted.
+	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	gone := netip.MustParseAddrPort("10.244.0.2:8080")
+	k.ipvs.SetConnections(key, gone, 1, 3)
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
 	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.2:8080 weight=0")
 
 	// It stays while it has connections, and goes once they end.
-	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
-	gone := netip.MustParseAddrPort("10.244.0.2:8080")
-	k.ipvs.SetConnections(key, gone, 1, 3)
 	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
@@ -322,13 +322,23 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 
 	// A quiesced server that comes back gets its weight back.
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	mustApply(t, r)
+	kept := netip.MustParseAddrPort("10.244.0.1:8080")
+	k.ipvs.SetConnections(key, kept, 0, 1) // inactive (TIME_WAIT) counts too
 	r.setService(name("a"), state("10.96.0.1", 80))
 	mustApply(t, r)
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
 	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
+
+	// One without connections goes at once, as upstream: no weight-0
+	// leftover until a drift check.
+	k.ipvs.SetConnections(key, kept, 0, 0)
+	r.setService(name("a"), state("10.96.0.1", 80))
+	mustApply(t, r)
+	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	if len(r.draining) != 0 {
+		t.Errorf("left draining: %v", r.draining)
+	}
 }
 
 func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
@@ -413,12 +423,15 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 
 func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing.T) {
 	k, r := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
+	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	k.ipvs.SetConnections(key, netip.MustParseAddrPort("10.244.0.2:8080"), 1, 0)
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
 	k.ops()
 
 	// The read sees the quiesced server idle, but the virtual server is
 	// written while the read is in flight: its counters may be stale.
+	k.ipvs.SetConnections(key, netip.MustParseAddrPort("10.244.0.2:8080"), 0, 0)
 	v := mustRead(t, r)
 	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.3:8080"))
 	mustApply(t, r)
@@ -561,11 +574,10 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	}
 	mustApply(t, r)
 	expectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
-	// The next drift check deletes a's drained real server and the drained
-	// b, and that is all.
+	// a's old real server and b, idle, went at once in that sync; the
+	// next drift check finds nothing to do.
 	mustRefresh(t, r)
-	expectOps(t, k, "delete-addr 10.96.0.2", "delete-entry KUBE-IPVS-IPS 10.96.0.2", "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080",
-		"delete-rs 10.96.0.2:80/TCP 10.244.0.2:8080", "delete-vs 10.96.0.2:80/TCP")
+	expectOps(t, k)
 	want := strings.Join([]string{
 		"-A 10.96.0.1:80/TCP -s rr", "-A 10.96.0.3:80/TCP -s rr", "-A 10.96.0.4:80/TCP -s rr",
 		"-a 10.96.0.1:80/TCP -r 10.244.0.3:8080 -w 1", "-a 10.96.0.3:80/TCP -r 10.244.0.4:8080 -w 1",

@@ -155,7 +155,7 @@ func (c *Conn) batch(reqs []Request, errs []error) {
 		return
 	}
 	last := c.seq
-	err := c.receive(func(typ uint16, seq uint32, body []byte) bool {
+	answer := func(typ, _ uint16, seq uint32, body []byte) bool {
 		if typ != unix.NLMSG_ERROR || seq < first || seq > last || len(body) < 4 {
 			return false
 		}
@@ -163,19 +163,42 @@ func (c *Conn) batch(reqs []Request, errs []error) {
 			errs[seq-first] = syscall.Errno(-code)
 		}
 		return seq == last
-	})
-	if err != nil {
-		// ENOBUFS: replies were dropped, so what happened to the rest of
-		// the batch is unknown; the caller retries it.
-		fillUnset(errs, fmt.Errorf("netlink receive: %w", err))
+	}
+	if err := c.receive(0, answer); err != nil {
+		// ENOBUFS: answers were dropped. The kernel handled the whole
+		// batch as it was sent, so the answers that made it are queued:
+		// their refusals are real. What happened to the rest is unknown:
+		// the kernel may have done any of it.
+		c.drain(answer)
+		fillUnset(errs, fmt.Errorf("netlink receive: %w: %w", err, ErrOutcomeUnknown))
+	}
+}
+
+// drain reads, without waiting, whatever is queued on the socket, passing
+// each message to handle (nil: dropping it). After an overrun the kernel
+// drops every answer to this socket until its queue has been read empty,
+// so without this the next request's answer would be lost too, and the
+// request would wait out the receive timeout. A dump left running is read
+// to its end, the kernel filling the queue as it is read.
+func (c *Conn) drain(handle func(typ, flags uint16, seq uint32, body []byte) bool) {
+	for {
+		err := c.receive(unix.MSG_DONTWAIT, func(typ, flags uint16, seq uint32, body []byte) bool {
+			if handle != nil {
+				handle(typ, flags, seq, body)
+			}
+			return false
+		})
+		if !errors.Is(err, unix.ENOBUFS) {
+			return // EAGAIN: empty
+		}
 	}
 }
 
 // receive reads replies and passes each message to handle until it
-// returns true.
-func (c *Conn) receive(handle func(typ uint16, seq uint32, body []byte) (done bool)) error {
+// returns true. recvFlags are recvfrom(2)'s flags.
+func (c *Conn) receive(recvFlags int, handle func(typ, flags uint16, seq uint32, body []byte) (done bool)) error {
 	for {
-		n, _, err := unix.Recvfrom(c.fd, c.rbuf, 0)
+		n, _, err := unix.Recvfrom(c.fd, c.rbuf, recvFlags)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -188,10 +211,11 @@ func (c *Conn) receive(handle func(typ uint16, seq uint32, body []byte) (done bo
 				break
 			}
 			typ := binary.NativeEndian.Uint16(b[4:6])
+			flags := binary.NativeEndian.Uint16(b[6:8])
 			seq := binary.NativeEndian.Uint32(b[8:12])
 			body := b[hdrLen:l]
 			b = b[min(align(l), len(b)):]
-			if handle(typ, seq, body) {
+			if handle(typ, flags, seq, body) {
 				return nil
 			}
 		}
@@ -202,25 +226,71 @@ func (c *Conn) receive(handle func(typ uint16, seq uint32, body []byte) (done bo
 // every message the kernel answers, until the dump is done. A netlink socket
 // runs one dump at a time, so dumps on one Conn are serial; open more Conns
 // to read in parallel.
+//
+// The kernel answers a dump a buffer at a time and lets its table change in
+// between; a table that tracks such changes flags the messages after one
+// (NLM_F_DUMP_INTR). Dump then reads the dump to its end, to keep the
+// socket in step, and returns ErrDumpInterrupted: what each was given may
+// miss entries or repeat them, and must be thrown away (see Whole).
 func (c *Conn) Dump(r Request, each func(body []byte)) error {
 	r.Flags |= unix.NLM_F_DUMP
-	return c.exchange(r, func(typ uint16, body []byte) bool {
+	interrupted := false
+	err := c.exchange(r, func(typ, flags uint16, body []byte) bool {
+		if flags&unix.NLM_F_DUMP_INTR != 0 {
+			interrupted = true
+		}
 		switch typ {
 		case unix.NLMSG_DONE:
 			return true
 		case unix.NLMSG_NOOP:
 			return false
 		}
-		each(body)
+		if !interrupted {
+			each(body)
+		}
 		return false
 	})
+	if err == nil && interrupted {
+		return ErrDumpInterrupted
+	}
+	return err
+}
+
+// ErrDumpInterrupted says a dump's table changed while it was read: its
+// entries are not a whole list.
+var ErrDumpInterrupted = errors.New("netlink dump interrupted: the table changed while it was read")
+
+// ErrOutcomeUnknown says the kernel's answer to a request was lost (the
+// receive buffer overran, or the answer timed out): the kernel may have
+// done what it asked, or refused it. Read the object back to know.
+var ErrOutcomeUnknown = errors.New("the kernel's answer was lost; the request may have taken effect")
+
+// WholeAttempts is how many times Whole reads a list that keeps being
+// interrupted before it gives up.
+const WholeAttempts = 8
+
+// Whole calls read, which must start its list afresh each time, until it
+// returns anything but ErrDumpInterrupted, at most WholeAttempts times.
+// Pods starting and stopping change the node's links and addresses all the
+// time, so an interrupted dump is routine; a half-read list is never used.
+func Whole(read func() error) error {
+	var err error
+	for i := 0; i < WholeAttempts; i++ {
+		if i > 1 {
+			time.Sleep(time.Millisecond << i) // let a burst of changes pass
+		}
+		if err = read(); !errors.Is(err, ErrDumpInterrupted) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w %d times in a row", err, WholeAttempts)
 }
 
 // Get sends one request that the kernel answers with one message, and
 // returns that message's body.
 func (c *Conn) Get(r Request) ([]byte, error) {
 	var reply []byte
-	err := c.exchange(r, func(_ uint16, body []byte) bool {
+	err := c.exchange(r, func(_, _ uint16, body []byte) bool {
 		reply = append([]byte{}, body...)
 		return true
 	})
@@ -230,7 +300,7 @@ func (c *Conn) Get(r Request) ([]byte, error) {
 // exchange sends r alone and passes every reply to it to handle until
 // handle returns true. An error reply, or a dump's end carrying an error,
 // ends the exchange with that error.
-func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (done bool)) error {
+func (c *Conn) exchange(r Request, handle func(typ, flags uint16, body []byte) (done bool)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
@@ -241,7 +311,7 @@ func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (done bo
 		return fmt.Errorf("netlink send: %w", err)
 	}
 	var failed error
-	err := c.receive(func(typ uint16, mseq uint32, body []byte) bool {
+	err := c.receive(0, func(typ, flags uint16, mseq uint32, body []byte) bool {
 		if mseq != seq {
 			return false // a late reply to an earlier request
 		}
@@ -254,9 +324,10 @@ func (c *Conn) exchange(r Request, handle func(typ uint16, body []byte) (done bo
 				return true // an acknowledgement
 			}
 		}
-		return handle(typ, body)
+		return handle(typ, flags, body)
 	})
 	if err != nil {
+		c.drain(nil)
 		return fmt.Errorf("netlink receive: %w", err)
 	}
 	return failed

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,5 +107,50 @@ func TestDumpAndGetReadRepliesAndErrors(t *testing.T) {
 	var again int
 	if err := c.Dump(Request{Type: unix.RTM_GETLINK, Data: make([]byte, unix.SizeofIfInfomsg)}, func([]byte) { again++ }); err != nil || again != len(links) {
 		t.Fatalf("second dump: %d links, %v; want %d", again, err, len(links))
+	}
+}
+
+// When the answers to a batch overrun the receive buffer (ENOBUFS), the
+// requests whose answer was lost are reported as of unknown outcome, not
+// as refused: the kernel may have done them.
+func TestLostAnswersAreReportedAsUnknownOutcomes(t *testing.T) {
+	c, err := Dial(unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Skipf("no netlink here: %v", err)
+	}
+	defer c.Close()
+	// The smallest buffer the kernel allows holds a few answers. (A lost
+	// answer is waited for only this long.)
+	if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 0); err != nil {
+		t.Fatal(err)
+	}
+	tv := unix.NsecToTimeval((2 * time.Second).Nanoseconds())
+	if err := unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	c.perBatch = 500
+	reqs := make([]Request, 500)
+	for i := range reqs {
+		reqs[i] = addToMissingLink() // each answered with an error
+	}
+	unknown := 0
+	for i, err := range c.Do(reqs) {
+		switch {
+		case errors.Is(err, ErrOutcomeUnknown):
+			unknown++
+		case !errors.Is(err, unix.ENODEV):
+			t.Fatalf("request %d: %v, want ENODEV or an unknown outcome", i, err)
+		}
+	}
+	if unknown == 0 {
+		t.Fatal("500 error answers fit a minimal receive buffer: nothing was lost")
+	}
+	// The socket answers again at once: the overrun's leftovers were read,
+	// which ends the kernel's dropping of its answers.
+	if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, wantRcvBuf); err != nil {
+		t.Fatal(err)
+	}
+	if errs := c.Do([]Request{getLoopback()}); errs[0] != nil {
+		t.Fatalf("request after the overrun: %v", errs[0])
 	}
 }

@@ -1,0 +1,127 @@
+package nlbatch
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch/nstest"
+)
+
+// stableLinks adds n veth pairs, s<i>/p<i>, with 192.0.2.<i>/32 on s<i>.
+func stableLinks(t *testing.T, ns *nstest.NS, n int) {
+	t.Helper()
+	err := ns.Do(func() error {
+		for i := 0; i < n; i++ {
+			if err := nstest.AddVeth(fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), fmt.Sprintf("192.0.2.%d/32", i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dialIn(t *testing.T, ns *nstest.NS) *Conn {
+	t.Helper()
+	var c *Conn
+	err := ns.Do(func() (err error) {
+		if c, err = Dial(unix.NETLINK_ROUTE); err != nil {
+			return err
+		}
+		return c.StrictDumps()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// While links come and go, a link dump the kernel answers in several
+// buffers is flagged interrupted, and Dump says so; Links, which retries,
+// always lists every link that stayed.
+func TestDumpReportsInterruptedDumpsAndLinksRetriesThem(t *testing.T) {
+	ns := nstest.New(t)
+	stableLinks(t, ns, 60) // 121 links: a dump of several buffers
+	c := dialIn(t, ns)
+	stop := ns.Churn(t)
+	defer stop()
+
+	interrupted := 0
+	for i := 0; i < 2000 && interrupted == 0; i++ {
+		n := 0
+		err := c.Dump(Request{Type: unix.RTM_GETLINK, Data: make([]byte, ifinfomsgLen)}, func([]byte) { n++ })
+		switch {
+		case errors.Is(err, ErrDumpInterrupted):
+			interrupted++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if interrupted == 0 {
+		t.Fatal("2000 link dumps while links changed, none reported interrupted")
+	}
+	for i := 0; i < 200; i++ {
+		links, err := c.Links()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 60; j++ {
+			name := fmt.Sprintf("s%d", j)
+			if !slices.ContainsFunc(links, func(l Link) bool { return l.Name == name }) {
+				t.Fatalf("link list %d lacks %s", i, name)
+			}
+		}
+	}
+}
+
+// A link's address list is that link's alone; a link deleted since it was
+// listed has none, and is no error.
+func TestLinkAddressesOfOneLinkAndOfAGoneOne(t *testing.T) {
+	ns := nstest.New(t)
+	stableLinks(t, ns, 2)
+	c := dialIn(t, ns)
+	links, err := c.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(links, func(l Link) bool { return l.Name == "s1" })
+	if i < 0 {
+		t.Fatalf("no s1 in %v", links)
+	}
+	got, err := c.LinkAddresses(links[i].Index)
+	// IPv6 link-local addresses appear only on links that are up.
+	if want := []netip.Addr{netip.MustParseAddr("192.0.2.2")}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("addresses of s1: %v, %v; want %v", got, err, want)
+	}
+	if got, err := c.LinkAddresses(999999); err != nil || len(got) != 0 {
+		t.Fatalf("addresses of a missing link: %v, %v; want none, no error", got, err)
+	}
+}
+
+func TestWholeRetriesOnlyInterruptedReadsAndGivesUp(t *testing.T) {
+	calls := 0
+	if err := Whole(func() error { calls++; return unix.EPERM }); !errors.Is(err, unix.EPERM) || calls != 1 {
+		t.Errorf("a failed read: %v after %d calls, want EPERM after 1", err, calls)
+	}
+	calls = 0
+	if err := Whole(func() error {
+		if calls++; calls < 3 {
+			return ErrDumpInterrupted
+		}
+		return nil
+	}); err != nil || calls != 3 {
+		t.Errorf("interrupted twice: %v after %d calls, want success after 3", err, calls)
+	}
+	calls = 0
+	if err := Whole(func() error { calls++; return ErrDumpInterrupted }); !errors.Is(err, ErrDumpInterrupted) || calls != WholeAttempts {
+		t.Errorf("always interrupted: %v after %d calls, want ErrDumpInterrupted after %d", err, calls, WholeAttempts)
+	}
+}
