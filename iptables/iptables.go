@@ -2,12 +2,16 @@ package iptables
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Interface is the part of iptables the proxier needs.
@@ -33,9 +37,32 @@ func RuleSpec(rule []string) string {
 // Exec runs the iptables binaries (iptables-nft or iptables-legacy, whichever
 // the node's alternatives pick, as upstream kube-proxy's image does).
 // Only the restore and save binaries are used.
+//
+// Each run has a deadline, and is killed with its children once the deadline
+// passes: a hung iptables-restore or iptables-save must not stall the
+// proxier, which retries its chains with backoff.
 type Exec struct {
 	IPTablesRestore, IPTablesSave string
+	// Deadline bounds iptables-save, and iptables-restore before
+	// PerLine's share; zero means DefaultDeadline.
+	Deadline time.Duration
+	// PerLine is added to a restore's deadline for each payload line;
+	// zero means DefaultPerLine.
+	PerLine time.Duration
 }
+
+const (
+	// DefaultDeadline is three times the 5 s a restore waits for the
+	// xtables lock (-w 5): a restore that waited all of it still has twice
+	// that to run, and one takes ~0.15 s in the test VM.
+	DefaultDeadline = 15 * time.Second
+	// DefaultPerLine allows for rules that are slow to parse: at 10k
+	// Services a KUBE-IPVS-OUT-FILTER rule takes ~60 ms (proxier/blocked.go).
+	DefaultPerLine = 100 * time.Millisecond
+	// waitDelay bounds the wait for the output pipes once the process is
+	// gone (exited or killed), should a child left behind hold them.
+	waitDelay = time.Second
+)
 
 var _ Interface = Exec{}
 
@@ -66,20 +93,49 @@ func NewIPv6() (Exec, error) {
 }
 
 func (e Exec) Restore(payload []byte) error {
-	cmd := exec.Command(e.IPTablesRestore, "-w", "5", "--noflush", "--counters")
-	cmd.Stdin = bytes.NewReader(payload)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	deadline := cmp.Or(e.Deadline, DefaultDeadline) + time.Duration(bytes.Count(payload, []byte("\n")))*cmp.Or(e.PerLine, DefaultPerLine)
+	out, err := run(deadline, payload, true, e.IPTablesRestore, "-w", "5", "--noflush", "--counters")
+	if err != nil {
 		return fmt.Errorf("iptables-restore: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
 }
 
 func (e Exec) Save() ([]byte, error) {
-	out, err := exec.Command(e.IPTablesSave).Output()
+	out, err := run(cmp.Or(e.Deadline, DefaultDeadline), nil, false, e.IPTablesSave)
 	if err != nil {
 		return nil, fmt.Errorf("iptables-save: %w", err)
 	}
 	return out, nil
+}
+
+// run runs bin in a process group of its own, so that the kill at the
+// deadline also ends a child it started (iptables may run modprobe).
+// It returns stdout, with stderr too if combined; without, stderr is put
+// in the error.
+func run(deadline time.Duration, stdin []byte, combined bool, bin string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if combined {
+		cmd.Stderr = &out
+	}
+	err := cmd.Run()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("killed at its %s deadline: %w", deadline, ctx.Err())
+	}
+	if err != nil && !combined {
+		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return out.Bytes(), err
 }
 
 // Fake is an in-memory iptables for unit tests. It models what the proxier
@@ -99,6 +155,30 @@ type Fake struct {
 	// Fail, when set, is returned by Save and Restore, as by a failing
 	// iptables-save or iptables-restore.
 	Fail error
+	// hang, when set (SetHang), holds Save and Restore until it is closed,
+	// as a hung process holds its caller until the deadline kills it.
+	hang chan struct{}
+}
+
+// SetHang makes Save and Restore wait until c is closed and then fail as
+// a run killed at its deadline does; nil stops it. Safe to call while
+// another goroutine is in Save or Restore.
+func (f *Fake) SetHang(c chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hang = c
+}
+
+// hung waits out a hang set by SetHang, without holding f.mu.
+func (f *Fake) hung() error {
+	f.mu.Lock()
+	c := f.hang
+	f.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	<-c
+	return fmt.Errorf("killed at its deadline: %w", context.DeadlineExceeded)
 }
 
 type fakeTable struct {
@@ -110,6 +190,9 @@ type fakeTable struct {
 var _ Interface = (*Fake)(nil)
 
 func (f *Fake) Save() ([]byte, error) {
+	if err := f.hung(); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Saves++
@@ -147,6 +230,9 @@ func isBuiltin(chain string) bool {
 // Restore applies a payload; unlike iptables-restore it does not check it
 // and applies each line at once rather than on COMMIT.
 func (f *Fake) Restore(payload []byte) error {
+	if err := f.hung(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Fail != nil {

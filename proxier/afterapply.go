@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -56,11 +57,19 @@ func (p *Proxier) syncGlueAhead() {
 
 // rewriteGlue writes g's chains as a sync now wants them, and reads them
 // back so that the next drift check need not; a failure is retried like
-// the kernel setup.
+// the kernel setup. While the setup is failing the sync leaves them to the
+// setup's retry, with its backoff: iptables may hang until its deadline,
+// and the sync has IPVS, addresses and set entries to write.
 func (p *Proxier) rewriteGlue(g *glue) {
-	_, t, err := g.ensure(true)
+	if p.setupStatus.failed[setupKey] != nil {
+		return
+	}
+	_, t, err := g.rewrite()
 	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
 		zap.Durations("lock, save, restore, read back", []time.Duration{t.lock, t.save, t.restore, t.readBack}), zap.Error(err))
+	if errors.Is(err, errGlueFailing) {
+		return // whoever failed reports it
+	}
 	if err != nil {
 		p.metrics.IPTablesRestoreFailures.Inc()
 		p.recordSetup(err)
@@ -68,11 +77,13 @@ func (p *Proxier) rewriteGlue(g *glue) {
 }
 
 // syncGlue rewrites the iptables chains when a set they match on was
-// filled or emptied, or the VIPs blocked from the node changed; a failure
-// is retried like the kernel setup.
+// filled or emptied, or the VIPs blocked from the node changed, or an
+// earlier sync left them behind; a failure is retried like the kernel
+// setup.
 func (p *Proxier) syncGlue() {
 	for _, g := range p.glues {
-		if g.use(p.glueInput(g.fam)) {
+		g.use(p.glueInput(g.fam))
+		if g.behind() {
 			p.rewriteGlue(g)
 		}
 	}

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -233,6 +234,10 @@ type glue struct {
 	// (use), rather than guess.
 	in    glueInput
 	known bool
+	// gen counts the changes to in, and wroteGen is the one the chains
+	// were last brought in line with: a sync that may not write them (see
+	// rewrite) leaves them behind, for a later write to catch up.
+	gen, wroteGen uint64
 
 	mu sync.Mutex
 	// written is our chains as iptables-save printed them after our last
@@ -245,7 +250,12 @@ type glue struct {
 	// blockedKnown says it succeeded.
 	wroteBlocked []ipset.Entry
 	blockedKnown bool
+	// failed says the last run of iptables failed.
+	failed bool
 }
+
+// errGlueFailing is rewrite's answer while the chains' last write failed.
+var errGlueFailing = errors.New("the last write of the iptables chains failed; the kernel setup's retry writes them")
 
 // ensure rewrites our chains and inserts the missing jumps in one
 // iptables-restore, unless nothing differs; the blocked VIPs' rules are
@@ -253,10 +263,26 @@ type glue struct {
 // after a rewrite, one more process, so that the next call can skip its
 // restore. drifted reports a rewrite of chains that had been in place.
 func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
+	return g.run(readBack, false)
+}
+
+// rewrite is ensure for a sync, which must not wait on iptables more than
+// once: when the lock was held by a run that failed (a drift check's, or a
+// retry's, that hung until its deadline), it returns errGlueFailing rather
+// than try again, and the chains wait for the kernel setup's retry.
+func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
+	return g.run(true, true)
+}
+
+func (g *glue) run(readBack, unlessFailed bool) (drifted bool, took glueTimes, err error) {
 	start := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	took.lock = time.Since(start)
+	if unlessFailed && g.failed {
+		return false, took, errGlueFailing
+	}
+	g.failed = true // until it succeeds
 	lap := func(d *time.Duration) { *d = time.Since(start) }
 	saved, err := g.ipt.Save()
 	lap(&took.save)
@@ -279,13 +305,14 @@ func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 		// Until a sync says which VIPs are blocked, keep those found.
 		g.in.nodeBlocked = have
 	}
-	in := g.in
+	in, gen := g.in, g.gen
 	g.inMu.Unlock()
 	blocked := planBlocked(have, clean, in.nodeBlocked)
 	payload := gluePayload(g.cfg, g.fam, missing, in, blocked)
 	ours := ourChains(saved, payload)
 	asWritten := len(missing) == 0 && g.written != "" && ours == g.written && in.sameButBlocked(g.wroteIn)
 	if asWritten && blocked.none() {
+		g.succeeded(gen)
 		return false, took, nil
 	}
 	// Drift is a change in the kernel, not in what we want.
@@ -302,6 +329,7 @@ func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 		return drifted, took, err
 	}
 	g.blockedKnown = true
+	g.succeeded(gen)
 	switch {
 	case asWritten:
 		g.written = written
@@ -312,6 +340,22 @@ func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 		lap(&took.readBack)
 	}
 	return drifted, took, nil
+}
+
+// succeeded records a run that left the chains as of in's generation gen.
+func (g *glue) succeeded(gen uint64) {
+	g.failed = false
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	g.wroteGen = max(g.wroteGen, gen)
+}
+
+// behind says whether what the chains depend on changed since they were
+// last brought in line with it.
+func (g *glue) behind() bool {
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	return g.wroteGen != g.gen
 }
 
 // glueTimes are the steps of one ensure, each counted from its call: the
@@ -326,6 +370,9 @@ func (g *glue) use(in glueInput) bool {
 	defer g.inMu.Unlock()
 	changed := !in.equal(g.in)
 	g.in, g.known = in, true
+	if changed {
+		g.gen++
+	}
 	return changed
 }
 

@@ -98,7 +98,12 @@ type Proxier struct {
 	// setupStatus is the status of setupKernel's work, retried like a
 	// kernel object; its one key is setupKey.
 	setupStatus statusTable[string]
-	problems    map[types.NamespacedName]string
+	// setupRetry delivers the outcome of a setup retry running on its own
+	// goroutine (retrySetup); nil when none runs. setupMu makes setups
+	// one at a time.
+	setupRetry chan error
+	setupMu    sync.Mutex
+	problems   map[types.NamespacedName]string
 	// noLocal and noLocalExternal hold the Services whose internal or
 	// external traffic policy Local finds no endpoint on this node.
 	noLocal, noLocalExternal map[types.NamespacedName]bool
@@ -267,8 +272,8 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		inputs := p.changeTracker.peek(p.cfg.CriticalServices)
 		p.warnMissingCritical(inputs)
 		setUp = p.programCritical(inputs, setUp)
-	} else if p.setupStatus.failed[setupKey] != nil && !p.setupStatus.waiting(setupKey, start) {
-		p.recordSetup(p.setupKernel(false))
+	} else {
+		p.retrySetup(start, inline)
 	}
 	inputs := p.changeTracker.take(first)
 	applied = first || len(inputs) > 0
@@ -337,8 +342,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 			p.metrics.NetworkProgrammingDuration.Observe(now.Sub(t).Seconds())
 		}
 	}
-	p.health.Updated()
-	p.metrics.LastSyncTimestamp.SetToCurrentTime()
+	p.markSynced()
 	// One line per sync: its counts and time at Info, and with -v 4 where
 	// the time went.
 	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
@@ -480,7 +484,7 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	if !setUp {
 		err := p.setupKernel(false)
 		p.recordSetup(err)
-		setUp = err == nil
+		setUp = writable(err)
 	}
 	if setUp {
 		// Only added to: the other Services' rules stay until the full sync

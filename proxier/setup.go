@@ -1,6 +1,8 @@
 package proxier
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,15 +15,87 @@ import (
 // ipsets and the iptables chains of each family, set up at start-up and at
 // every drift check.
 
-// takeEarlySetup waits for the setup Run started and reports whether it
-// succeeded; if it failed, the first sync sets up again and reports that.
+// takeEarlySetup waits for the setup Run started and reports whether the
+// kernel can be written (see writable). If the setup failed before the
+// iptables chains, the first sync sets up again and reports that; if only
+// the chains failed, that is recorded and retried with backoff, not at
+// once, where iptables may hang again until its deadline.
 func (p *Proxier) takeEarlySetup() bool {
 	if p.earlySetup == nil {
 		return false
 	}
 	err := <-p.earlySetup
 	p.earlySetup = nil
-	return err == nil
+	if err != nil && writable(err) {
+		p.recordSetup(err)
+	}
+	return writable(err)
+}
+
+// chainsError is a setupKernel failure in the iptables chains alone: the
+// dummy link and the ipsets are in place.
+type chainsError struct{ err error }
+
+func (e chainsError) Error() string { return e.err.Error() }
+func (e chainsError) Unwrap() error { return e.err }
+
+// writable says whether a setup that returned err left what every write
+// needs, the dummy link and the ipsets, so that syncs can go on programming
+// IPVS, addresses and set entries while the chains are retried.
+func writable(err error) bool { return err == nil || errors.As(err, new(chainsError)) }
+
+// retrySetup retries a failed setup once its backoff is due. Unless inline,
+// the retry runs on a goroutine of its own, as iptables may hang until its
+// deadline: syncs go on meanwhile, the retry triggers one when it ends, and
+// that sync records its outcome.
+func (p *Proxier) retrySetup(now time.Time, inline bool) {
+	if p.setupRetry != nil {
+		select {
+		case err := <-p.setupRetry:
+			p.setupRetry = nil
+			p.recordSetup(err)
+		default:
+			if inline {
+				p.recordSetup(<-p.setupRetry)
+				p.setupRetry = nil
+			} else if f := p.setupStatus.failed[setupKey]; f != nil {
+				// A drift check's failed setup set a retry time meanwhile.
+				f.retryAt = now.Add(p.setupStatus.max)
+			}
+		}
+		return
+	}
+	f := p.setupStatus.failed[setupKey]
+	if f == nil || now.Before(f.retryAt) {
+		return
+	}
+	if inline {
+		p.recordSetup(p.setupKernel(false))
+		return
+	}
+	// Put the next retry off while this one runs, so that syncs do not
+	// start another, nor ask the runner for one at once.
+	f.retryAt = now.Add(p.setupStatus.max)
+	done := make(chan error, 1)
+	p.setupRetry = done
+	go func() {
+		done <- p.setupKernel(false)
+		p.runner.Trigger()
+	}()
+}
+
+// markSynced tells health and the last-sync metric that a sync succeeded,
+// unless the setup is failing. That is upstream's behaviour: its sync
+// returns before marking itself done when iptables-restore fails (or the
+// dummy link or an ipset cannot be made), so /healthz turns 503 once a
+// queued change has waited longer than the health timeout, and turns 200
+// again at the first sync after iptables works.
+func (p *Proxier) markSynced() {
+	if p.setupStatus.failed[setupKey] != nil {
+		return
+	}
+	p.health.Updated()
+	p.metrics.LastSyncTimestamp.SetToCurrentTime()
 }
 
 // setupKey names setupKernel's work in setupStatus.
@@ -40,6 +114,9 @@ func (p *Proxier) recordSetup(err error) {
 // and the iptables glue. All of it is idempotent and keeps existing state;
 // readBack is glue.ensure's.
 func (p *Proxier) setupKernel(readBack bool) error {
+	// A retry (retrySetup) and a drift check's setup may overlap.
+	p.setupMu.Lock()
+	defer p.setupMu.Unlock()
 	start := time.Now()
 	var took []zap.Field
 	lap := func(what string) { took = append(took, zap.Duration(what, time.Since(start))) }
@@ -71,7 +148,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		drifted, t, err := g.ensure(readBack)
 		if err != nil {
 			p.metrics.IPTablesRestoreFailures.Inc()
-			return err
+			return chainsError{fmt.Errorf("%s iptables chains: %w", g.fam, err)}
 		}
 		if drifted {
 			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.fam))

@@ -1,0 +1,240 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+)
+
+// Faults of iptables itself: a restore or save that fails, or hangs until
+// its deadline (iptables.Exec kills it then; the fake's SetHang stands for
+// the wait). The iptables chains are retried with backoff while every sync
+// goes on writing IPVS, addresses and set entries.
+
+// externalService is ns/name on a cluster IP and an external IP, port 80:
+// its external IP fills KUBE-EXTERNAL-IP, whose rules the chains then need.
+func externalService(name, clusterIP, externalIP string) *v1.Service {
+	s := svc(clusterIP, port("", v1.ProtocolTCP, 80))
+	s.Name = name
+	s.Spec.ExternalIPs = []string{externalIP}
+	return s
+}
+
+// proxierPastFirstSync is a test proxier past its first sync, with a cluster IP
+// in use (default/kubernetes) and health of its own.
+func proxierPastFirstSync(t *testing.T) (*Proxier, fakeKernel, *iptables.Fake, *healthz.State) {
+	t.Helper()
+	health := healthz.New(time.Minute)
+	p, k, ipt, _ := newLoggingProxier(t, zap.NewNop(), health)
+	kubernetes := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
+	p.OnServiceAdd(kubernetes)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	if p.setupStatus.failed[setupKey] != nil {
+		t.Fatal("the first sync failed")
+	}
+	return p, k, ipt, health
+}
+
+func lastUpdated(h *healthz.State) time.Time {
+	_, rep := h.Healthy()
+	return rep.LastUpdated
+}
+
+func chains(t *testing.T, ipt *iptables.Fake) string {
+	t.Helper()
+	saved, err := ipt.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(saved)
+}
+
+const externalRule = "--match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ"
+
+// TestSyncsGoOnWhileIPTablesFails: a failed iptables write does not hold
+// back IPVS, addresses and set entries; the chains are not tried again
+// before their backoff (which grows) is due; health is not marked updated
+// meanwhile, as upstream's is not when iptables-restore fails; and the
+// chains catch up, with health, once iptables works.
+func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
+	p, k, ipt, health := proxierPastFirstSync(t)
+	before := lastUpdated(health)
+
+	ipt.Fail = errors.New("iptables-restore: killed at its deadline")
+	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.SyncNow()
+	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+		t.Fatalf("the Service waits for iptables:\n%s", d)
+	}
+	f := p.setupStatus.failed[setupKey]
+	if f == nil || f.attempts != 1 {
+		t.Fatalf("the failed chains are not retried as the setup: %+v", f)
+	}
+	if lastUpdated(health) != before {
+		t.Error("health marked updated by a sync whose iptables write failed")
+	}
+
+	// Before the retry is due, syncs do not run iptables at all, even for
+	// a change the chains need (KUBE-EXTERNAL-IP-LOCAL filled).
+	saves := ipt.Saves
+	local := externalService("ext2", "10.96.0.11", "192.0.2.11")
+	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	p.OnServiceAdd(local)
+	p.SyncNow()
+	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.11:80/TCP") {
+		t.Fatalf("the second Service waits for iptables:\n%s", d)
+	}
+	if ipt.Saves != saves {
+		t.Errorf("iptables run %d times before the retry was due", ipt.Saves-saves)
+	}
+	// A retry that fails again waits longer.
+	first := f.retryAt.Sub(time.Now())
+	p.setupStatus.retryNow(setupKey)
+	p.SyncNow()
+	if f = p.setupStatus.failed[setupKey]; f == nil || f.attempts != 2 || f.retryAt.Sub(time.Now()) <= first {
+		t.Fatalf("second failure %+v: its retry must be further off than %s", f, first)
+	}
+
+	ipt.Fail = nil
+	p.setupStatus.retryNow(setupKey)
+	p.SyncNow()
+	if p.setupStatus.failed[setupKey] != nil {
+		t.Fatal("the retry did not succeed")
+	}
+	if c := chains(t, ipt); !strings.Contains(c, externalRule) || !strings.Contains(c, "--match-set KUBE-EXTERNAL-IP-LOCAL") {
+		t.Errorf("the chains did not catch up:\n%s", c)
+	}
+	if !lastUpdated(health).After(before) {
+		t.Error("health not updated once iptables works")
+	}
+}
+
+// syncWithin runs a background sync (the runner's) and fails the test if
+// it does not return soon: a hung iptables must not hold it.
+func syncWithin(t *testing.T, p *Proxier) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { p.syncOnce(false); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a sync waited for a hung iptables")
+	}
+}
+
+// TestHungIPTablesDoesNotHoldSyncs: once iptables has failed, its retries
+// run beside the syncs, so that a retry that hangs until its deadline
+// holds back no Service; the chains catch up once iptables answers again.
+func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
+	p, k, ipt, _ := proxierPastFirstSync(t)
+	ipt.Fail = errors.New("iptables-restore: killed at its deadline")
+	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.SyncNow()
+
+	hang := make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hang)
+		}
+	}
+	t.Cleanup(release)
+	ipt.SetHang(hang)
+	ipt.Fail = nil
+	p.setupStatus.retryNow(setupKey)
+	for i, vip := range []string{"192.0.2.11", "192.0.2.12"} {
+		p.OnServiceAdd(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip))
+		syncWithin(t, p)
+		if d := k.ipvs.Dump(); !strings.Contains(d, "-A "+vip+":80/TCP") {
+			t.Fatalf("%s waits for a hung iptables:\n%s", vip, d)
+		}
+	}
+	if p.setupRetry == nil {
+		t.Fatal("the due retry was not started")
+	}
+
+	release()
+	ipt.SetHang(nil)
+	p.SyncNow() // collects the retry killed at its deadline
+	if f := p.setupStatus.failed[setupKey]; f == nil || f.attempts != 2 {
+		t.Fatalf("the hung retry is not recorded as a failure: %+v", f)
+	}
+	p.setupStatus.retryNow(setupKey)
+	syncWithin(t, p) // starts the retry
+	p.SyncNow()      // and collects it
+	if p.setupStatus.failed[setupKey] != nil {
+		t.Fatal("the retry did not succeed")
+	}
+	if c := chains(t, ipt); !strings.Contains(c, externalRule) {
+		t.Errorf("the chains did not catch up:\n%s", c)
+	}
+}
+
+// TestFirstSyncDoesNotWaitForAHungIPTables: the setup done while the
+// informers list failed in iptables alone. The dummy link and the sets are
+// there, so the first sync programs every Service at once and leaves the
+// chains to a retry with backoff, rather than try iptables again.
+func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
+	p, k, ipt, _ := newTestProxier(t)
+	ipt.Fail = errors.New("iptables-save: killed at its deadline")
+	p.earlySetup = make(chan error, 1)
+	p.earlySetup <- p.setupKernel(false)
+	ipt.Fail = nil
+	hang := make(chan struct{})
+	defer close(hang)
+	ipt.SetHang(hang)
+
+	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	syncWithin(t, p)
+	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+		t.Fatalf("the first sync did not program the Service:\n%s", d)
+	}
+	if f := p.setupStatus.failed[setupKey]; f == nil || f.attempts != 1 {
+		t.Fatalf("the early setup's failure is not retried with backoff: %+v", f)
+	}
+}
+
+// TestGlueLeftBehindCatchesUp: a sync's rewrite does not run iptables again
+// after another goroutine's run failed (it would wait a second deadline);
+// the chains are behind until a later write brings them in line.
+func TestGlueLeftBehindCatchesUp(t *testing.T) {
+	ipt := &iptables.Fake{}
+	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
+	g.use(glueInput{inUse: map[string]bool{setClusterIP: true}})
+	ipt.Fail = errors.New("iptables-save: killed at its deadline")
+	if _, _, err := g.ensure(false); err == nil {
+		t.Fatal("the injected failure was not returned")
+	}
+	g.use(glueInput{inUse: map[string]bool{setClusterIP: true, setExternalIP: true}})
+	saves := ipt.Saves
+	if _, _, err := g.rewrite(); !errors.Is(err, errGlueFailing) || ipt.Saves != saves {
+		t.Fatalf("rewrite after a failed run: %v, %d runs", err, ipt.Saves-saves)
+	}
+	if !g.behind() {
+		t.Fatal("chains not written, yet not behind")
+	}
+	ipt.Fail = nil
+	if _, _, err := g.ensure(false); err != nil || g.behind() {
+		t.Fatalf("the retry did not catch up: %v", err)
+	}
+	if c := chains(t, ipt); !strings.Contains(c, externalRule) {
+		t.Errorf("chains:\n%s", c)
+	}
+	if _, _, err := g.rewrite(); err != nil {
+		t.Errorf("rewrite once iptables works: %v", err)
+	}
+}
