@@ -193,6 +193,14 @@ func detectLocal(c *cli.Context, cfg *proxier.Config) error {
 			return fmt.Errorf("--detect-local-mode=%s needs --%s", cfg.DetectLocal, need)
 		}
 	}
+	// Either reaches iptables-restore's input; a newline would add a rule.
+	for _, flag := range []string{"pod-bridge-interface", "pod-interface-name-prefix"} {
+		if v := c.String(flag); v != "" {
+			if err := proxyconfig.InterfaceName(v, flag == "pod-interface-name-prefix"); err != nil {
+				return fmt.Errorf("--%s=%q: %w", flag, v, err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -85,6 +85,9 @@ func TestUpstreamFlagChecks(t *testing.T) {
 		{[]string{"--feature-gates=LoadBalancerIPMode=false"}, "LoadBalancerIPMode is locked to true"},
 		{[]string{"--show-hidden-metrics-for-version=v1.33"}, "--show-hidden-metrics-for-version"},
 		{[]string{"--show-hidden-metrics-for-version=1"}, "--show-hidden-metrics-for-version"},
+		{[]string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0\n-I INPUT -j ACCEPT"}, "--pod-bridge-interface"},
+		{[]string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth\""}, "--pod-interface-name-prefix"},
+		{[]string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}, ""},
 	} {
 		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
 			if _, err := config(c); err != nil {

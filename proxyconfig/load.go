@@ -91,6 +91,22 @@ func validate(c *v1alpha1.KubeProxyConfiguration) error {
 			errs = append(errs, fmt.Errorf("%s: must be 0 or more", name))
 		}
 	}
+	// Checked whatever detectLocalMode says (a flag may change it), as
+	// the flags are; empty is unset.
+	for _, f := range []struct {
+		field, value string
+		prefix       bool
+	}{
+		{"detectLocal.bridgeInterface", c.DetectLocal.BridgeInterface, false},
+		{"detectLocal.interfaceNamePrefix", c.DetectLocal.InterfaceNamePrefix, true},
+	} {
+		if f.value == "" {
+			continue
+		}
+		if err := InterfaceName(f.value, f.prefix); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q: %w", f.field, f.value, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

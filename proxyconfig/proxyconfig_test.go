@@ -118,6 +118,9 @@ func TestConfigFileErrorsNameTheField(t *testing.T) {
 		{"ipvs:\n  syncPeriod: 5s\n  minSyncPeriod: 10s\n", "ipvs.minSyncPeriod"},
 		{"ipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout"},
 		{"ipvs:\n  syncPeriod: often\n", "syncPeriod"},
+		// A newline in an interface name would add an iptables rule.
+		{"detectLocal:\n  bridgeInterface: \"cbr0\\n-I INPUT -j ACCEPT\"\n", "detectLocal.bridgeInterface"},
+		{"detectLocal:\n  interfaceNamePrefix: \"veth\\\"\"\n", "detectLocal.interfaceNamePrefix"},
 	} {
 		_, err := Parse([]byte(head + c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -184,6 +187,47 @@ func TestFeatureGates(t *testing.T) {
 	for _, bad := range []string{"A", "A=yes", "=true", "A=true,B"} {
 		if _, err := ParseFeatureGates(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestInterfaceNames: what the kernel takes as an interface name, less
+// what iptables-restore would read as more than a name.
+func TestInterfaceNames(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		prefix bool
+		ok     bool
+	}{
+		{"cbr0", false, true},
+		{"vxlan.calico", false, true},
+		{"br-0123456789ab", false, true}, // 15 bytes
+		{"br-0123456789abc", false, false},
+		{"veth", true, true},
+		{"kv", true, true},
+		{"0123456789abcd", true, true}, // 14, and the '+'
+		{"0123456789abcde", true, false},
+		{"", false, false},
+		{".", false, false},
+		{"..", false, false},
+		{"cbr0\n-A INPUT", false, false},
+		{"cbr0\r", false, false},
+		{"cb r0", false, false},
+		{"cb\tr0", false, false},
+		{"cb\u00a0", false, false},
+		{"cb\x01", false, false},
+		{"eth0/1", false, false},
+		{"eth0:1", false, false},
+		{`cb"r0`, true, false},
+		{"cb'r0", true, false},
+		{`cb\r0`, true, false},
+		{"!cbr0", false, false},
+		{"-j", false, false},
+		{"cali+", false, false}, // a wildcard, not the bridge
+		{"cali+", true, true},
+	} {
+		if err := InterfaceName(c.name, c.prefix); (err == nil) != c.ok {
+			t.Errorf("%q (prefix %v): %v, want ok %v", c.name, c.prefix, err, c.ok)
 		}
 	}
 }
