@@ -39,18 +39,25 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
 
+# Every fuzz target, as package:target. Go fuzzes one target per run.
+FUZZ_TARGETS := ./proxier:FuzzDesiredState ./proxier:FuzzChangeTracker ./proxier:FuzzAPIAddr \
+	./proxier:FuzzSavedBlocked ./proxier:FuzzOurChains ./informers:FuzzSlim ./ipvs:FuzzDecode ./ipset:FuzzEntryCodec
+fuzz_each = @for t in $(FUZZ_TARGETS); do \
+	  $(GO) test -run='^$$' -fuzz="^$${t\#*:}\$$" -fuzztime=$(1) $${t%%:*} || exit 1; done
+
 # The fuzz budget is a count, not a time: Go 1.26's fuzzer can fail a run whose
 # -fuzztime duration ends while a worker is busy (go.dev/issue/75804).
+UNIT_FUZZTIME ?= 3000x
 unit: lint
 	$(GO) test -race -count=1 ./...
-	$(GO) test -run='^$$' -fuzz=FuzzDesiredState -fuzztime=20000x ./proxier
+	$(call fuzz_each,$(UNIT_FUZZTIME))
 
-# desiredState under Go's fuzzer for longer (FUZZTIME, executions or a duration
-# such as 5m); the corpus lives in
-# Go's cache, a failing input in proxier/testdata/fuzz (commit it with the fix).
+# Every fuzz target for longer (FUZZTIME each, executions or a duration such
+# as 5m); the corpus lives in Go's cache, a failing input in the package's
+# testdata/fuzz (commit it with the fix).
 FUZZTIME ?= 1000000x
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzDesiredState -fuzztime=$(FUZZTIME) ./proxier
+	$(call fuzz_each,$(FUZZTIME))
 
 # The real-kernel suite: etcd + kube-apiserver on this machine's loopback, the
 # proxier and the tests inside a QEMU VM booting Debian's stock kernel.

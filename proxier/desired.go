@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
@@ -64,6 +65,10 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	if problem != "" {
 		problems = append(problems, problem)
 	}
+	sticky, problem := stickyTimeoutOf(svc)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
 	externalIPs, externalProblems := externalIPsOf(svc)
 	problems = append(problems, externalProblems...)
 	lbIPs, lbProblems := loadBalancerIPsOf(svc)
@@ -76,7 +81,7 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	for i, ip := range clusterIPs {
 		fam := familyOf(ip)
 		fams[i] = familyInputs{fam: fam, clusterIP: ip, external: ofFamily(fam, externalIPs), lb: ofFamily(fam, lbIPs),
-			ranges: ofFamily(fam, sourceRanges), nodePort: ofFamily(fam, node.nodePort)}
+			ranges: restricting(ofFamily(fam, sourceRanges)), nodePort: ofFamily(fam, node.nodePort)}
 	}
 	var scheduled bool
 	for i := range svc.Spec.Ports {
@@ -90,6 +95,10 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			problems = append(problems, fmt.Sprintf("port %q: invalid port %d; port skipped", sp.Name, sp.Port))
 			continue
 		}
+		if j := firstOfPort(svc.Spec.Ports, i); j < i {
+			problems = append(problems, fmt.Sprintf("port %q: %d/%s is port %q's too; port skipped", sp.Name, sp.Port, sp.Protocol, svc.Spec.Ports[j].Name))
+			continue
+		}
 		nodePortOK := sp.NodePort >= 0 && sp.NodePort <= 65535
 		if !nodePortOK {
 			problems = append(problems, fmt.Sprintf("port %q: invalid nodePort %d; node port skipped", sp.Name, sp.NodePort))
@@ -99,7 +108,7 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, f.fam)
 			problems = append(problems, epProblems...)
 			choice := categorize(eps, policy, cfg.hintedNode(), node.zone)
-			p := portState{serviceState: &st, fam: f.fam, svc: svc, scheduler: scheduler, proto: proto,
+			p := portState{serviceState: &st, fam: f.fam, scheduler: scheduler, sticky: sticky, proto: proto,
 				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 
 			internal, noLocal := choice.pick(policy.internalLocal)
@@ -146,6 +155,26 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	return st, problems
 }
 
+// stateOf is desiredState for a sync. A panic there, a bug some input
+// reaches, skips that Service as bad input, reported like any other, while
+// the rest is programmed: unrecovered, one object would crash-loop the
+// proxier on every node. The stack is logged once per distinct panic.
+func (p *Proxier) stateOf(in serviceInput) (st serviceState, problems []string) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		msg := fmt.Sprintf("internal error computing its kernel state (%.200v); service not programmed", r)
+		if p.problems[in.name] != msg {
+			p.log.Error("panic computing a service's kernel state; service skipped",
+				zap.Stringer("service", in.name), zap.Any("panic", r), zap.Stack("stack"))
+		}
+		st, problems = serviceState{}, []string{msg}
+	}()
+	return desiredState(in.service, in.slices, &p.cfg, p.nodeIPs.current)
+}
+
 // familyInputs are a Service's inputs of one family: its cluster IP of that
 // family, and the external and ingress IPs, source ranges and NodePort
 // addresses of the same family.
@@ -168,14 +197,17 @@ func clusterIPsOf(svc *v1.Service, ipv6Capable bool) ([]netip.Addr, []string) {
 	var out []netip.Addr
 	var problems []string
 	for _, s := range listed {
-		ip, err := netip.ParseAddr(s)
+		ip, ok := parseAPIAddr(s)
 		switch {
-		case err != nil:
+		case !ok:
 			problems = append(problems, fmt.Sprintf("cluster IP %q is not an IP address; skipped", s))
 		case familyOf(ip) == ipv6 && !ipv6Capable:
 			problems = append(problems, fmt.Sprintf("cluster IP %s is IPv6, which this node does not have; skipped", s))
-		case !slices.ContainsFunc(out, familyOf(ip).holds):
-			out = append(out, ip.Unmap())
+		case slices.ContainsFunc(out, familyOf(ip).holds):
+			// The apiserver allows one per family; upstream takes the first.
+			problems = append(problems, fmt.Sprintf("cluster IP %s is a second %s one; skipped", s, familyOf(ip)))
+		default:
+			out = append(out, ip)
 		}
 	}
 	return out, problems
@@ -215,8 +247,8 @@ func ofFamily[T interface{ netip.Addr | netip.Prefix }](f ipFamily, in []T) []T 
 type portState struct {
 	*serviceState
 	fam       ipFamily
-	svc       *v1.Service
 	scheduler string
+	sticky    uint32 // the ClientIP affinity timeout, 0 for none
 	proto     ipvs.Protocol
 	lower     string // the protocol as ipset entries name it
 	port      uint16
@@ -231,12 +263,9 @@ func (p portState) virtualServer(addr netip.Addr, port uint16, eps []endpoint) {
 	if p.scheduler == "mh" {
 		vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
 	}
-	if p.svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+	if p.sticky != 0 {
 		vs.Flags |= ipvs.FlagPersistent
-		vs.Timeout = defaultStickyTimeout
-		if c := p.svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			vs.Timeout = uint32(*c.ClientIP.TimeoutSeconds)
-		}
+		vs.Timeout = p.sticky
 	}
 	// Sized exactly: the reconciler keeps it for the Service's lifetime.
 	vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps))}
@@ -359,12 +388,12 @@ func loadBalancerIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 			}
 			continue // Proxy: the load balancer sends traffic to the node, not to the VIP
 		}
-		ip, err := netip.ParseAddr(ing.IP)
+		ip, ok := parseAPIAddr(ing.IP)
 		switch {
-		case err != nil:
+		case !ok:
 			problems = append(problems, fmt.Sprintf("load-balancer ingress IP %q is not an IP address; skipped", ing.IP))
-		case !slices.Contains(out, ip.Unmap()):
-			out = append(out, ip.Unmap())
+		case !slices.Contains(out, ip):
+			out = append(out, ip)
 		}
 	}
 	return out, problems
@@ -376,15 +405,32 @@ func sourceRangesOf(svc *v1.Service) ([]netip.Prefix, []string) {
 	var out []netip.Prefix
 	var problems []string
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		p, ok := parseAPIPrefix(strings.TrimSpace(s))
 		switch {
-		case err != nil || p.Addr().Is4In6():
+		case !ok || p.Addr().Is4In6():
 			problems = append(problems, fmt.Sprintf("loadBalancerSourceRanges: %q is not a CIDR; skipped", s))
 		default:
-			out = append(out, p.Masked())
+			out = append(out, p)
 		}
 	}
 	return out, problems
+}
+
+// firstOfPort is the index of the first of ports with the port and protocol
+// of ports[i]. The apiserver allows one; a second would program the same
+// virtual servers with other endpoints.
+func firstOfPort(ports []v1.ServicePort, i int) int {
+	return slices.IndexFunc(ports, func(o v1.ServicePort) bool { return o.Port == ports[i].Port && o.Protocol == ports[i].Protocol })
+}
+
+// restricting returns one family's source ranges, or none if one is /0:
+// as upstream, that allows any source, so the load balancer gets no
+// firewall entries (nor could it: hash:ip,port,net refuses a /0 net).
+func restricting(ranges []netip.Prefix) []netip.Prefix {
+	if slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Bits() == 0 }) {
+		return nil
+	}
+	return ranges
 }
 
 // externalIPsOf parses svc's external IPs, reporting those it skips.
@@ -392,12 +438,12 @@ func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 	var out []netip.Addr
 	var problems []string
 	for _, s := range svc.Spec.ExternalIPs {
-		ip, err := netip.ParseAddr(s)
+		ip, ok := parseAPIAddr(s)
 		switch {
-		case err != nil:
+		case !ok:
 			problems = append(problems, fmt.Sprintf("external IP %q is not an IP address; skipped", s))
-		case !slices.Contains(out, ip.Unmap()):
-			out = append(out, ip.Unmap())
+		case !slices.Contains(out, ip):
+			out = append(out, ip)
 		}
 	}
 	return out, problems
@@ -409,6 +455,28 @@ var nodePortSets = map[ipvs.Protocol]struct{ all, local string }{
 	ipvs.TCP:  {setNodePortTCP, setNodePortLocalTCP},
 	ipvs.UDP:  {setNodePortUDP, setNodePortLocalUDP},
 	ipvs.SCTP: {setNodePortSCTP, setNodePortLocalSCTP},
+}
+
+// maxStickyTimeout is the longest ClientIP affinity timeout the API allows.
+const maxStickyTimeout = 86400
+
+// stickyTimeoutOf is the Service's ClientIP affinity timeout in seconds, 0
+// without affinity. The apiserver allows 1..86400; another value (a
+// negative one would wrap to 4294967295, nearly forever, as it does
+// upstream) is reported and the default used.
+func stickyTimeoutOf(svc *v1.Service) (uint32, string) {
+	if svc.Spec.SessionAffinity != v1.ServiceAffinityClientIP {
+		return 0, ""
+	}
+	c := svc.Spec.SessionAffinityConfig
+	if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil {
+		return defaultStickyTimeout, ""
+	}
+	if t := *c.ClientIP.TimeoutSeconds; t <= 0 || t > maxStickyTimeout {
+		return defaultStickyTimeout, fmt.Sprintf("sessionAffinityConfig.clientIP.timeoutSeconds %d is not in 1..%d; using %d",
+			t, maxStickyTimeout, defaultStickyTimeout)
+	}
+	return uint32(*c.ClientIP.TimeoutSeconds), ""
 }
 
 // schedulerOf is the Service's scheduler: its annotation's, if it names one

@@ -136,12 +136,11 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 				if len(e.Addresses) == 0 {
 					continue
 				}
-				addr, err := netip.ParseAddr(e.Addresses[0])
-				if err != nil || !fam.holds(addr) {
+				addr, ok := parseAPIAddr(e.Addresses[0])
+				if !ok || !fam.holds(addr) {
 					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not %s; endpoint skipped", slice.Name, e.Addresses[0], fam))
 					continue
 				}
-				addr = addr.Unmap()
 				// A nil condition means "unknown" and is taken as true, as the API documents.
 				ep := &endpoint{
 					addr:        addr,

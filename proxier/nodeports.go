@@ -78,8 +78,8 @@ func factsOf(node *v1.Node) nodeFacts {
 	for _, fam := range families {
 		f.primary[fam] = primaryIP(node, fam)
 		for _, c := range cidrs {
-			if p, err := netip.ParsePrefix(c); err == nil && fam.holds(p.Addr()) {
-				f.podCIDR[fam] = p.Masked()
+			if p, ok := parseAPIPrefix(c); ok && fam.holds(p.Addr()) {
+				f.podCIDR[fam] = p
 				break
 			}
 		}
@@ -131,8 +131,8 @@ func primaryIP(node *v1.Node, fam ipFamily) netip.Addr {
 	}
 	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
 		for _, a := range node.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); a.Type == typ && err == nil && fam.holds(ip) {
-				return ip.Unmap()
+			if ip, ok := parseAPIAddr(a.Address); a.Type == typ && ok && fam.holds(ip) {
+				return ip
 			}
 		}
 	}

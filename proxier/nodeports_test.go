@@ -220,3 +220,18 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 	}
 }
 
+// A Node's addresses and pod CIDRs are read like every API address: an
+// IPv4 address with leading zeros in decimal, as upstream reads it.
+func TestNodeFactsReadLegacyAddresses(t *testing.T) {
+	node := &v1.Node{
+		Spec:   v1.NodeSpec{PodCIDRs: []string{"010.244.001.000/24"}},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "010.000.002.015"}}},
+	}
+	f := factsOf(node)
+	if got := f.primary[ipv4]; got != netip.MustParseAddr("10.0.2.15") {
+		t.Errorf("primary address %v", got)
+	}
+	if got := f.podCIDR[ipv4]; got != netip.MustParsePrefix("10.244.1.0/24") {
+		t.Errorf("pod CIDR %v", got)
+	}
+}

@@ -424,7 +424,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
 	changes := make([]serviceChange, 0, len(inputs))
 	for _, in := range inputs {
-		st, problems := desiredState(in.service, in.slices, &p.cfg, p.nodeIPs.current)
+		st, problems := p.stateOf(in)
 		p.report(in, problems)
 		changes = append(changes, serviceChange{in.name, st})
 		mark(p.noLocal, in.name, st.noLocalEndpoints)
