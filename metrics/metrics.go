@@ -32,6 +32,7 @@ type Metrics struct {
 	FailedObjects              *prometheus.GaugeVec
 	NoLocalEndpoints           *prometheus.GaugeVec
 	ConntrackDeleted           *prometheus.CounterVec
+	ConflictingClaims          prometheus.Gauge
 }
 
 func New() *Metrics {
@@ -76,10 +77,12 @@ func New() *Metrics {
 	// Upstream's name and label ("IPv4", "IPv6").
 	m.ConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
 		Name: "reconcile_conntrack_flows_deleted_entries_total", Help: "Conntrack entries of stale UDP flows deleted"}, []string{"ip_family"})
+	m.ConflictingClaims = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
+		Name: "sync_proxy_rules_conflicting_claims", Help: "Virtual servers a Service wants but another Service's stronger or older claim holds"})
 	m.Registry.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration,
 		m.LastSyncTimestamp, m.LastQueuedTimestamp, m.ServiceChangesPending, m.EndpointChangesPending,
 		m.ServiceChangesTotal, m.EndpointChangesTotal, m.SyncFailuresTotal, m.IPTablesRestoreFailures, m.KernelOpsTotal, m.FailedObjects,
-		m.NoLocalEndpoints, m.ConntrackDeleted, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.NoLocalEndpoints, m.ConntrackDeleted, m.ConflictingClaims, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

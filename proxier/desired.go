@@ -40,6 +40,7 @@ type serviceState struct {
 type virtualServerState struct {
 	vs   ipvs.VirtualServer
 	real []ipvs.RealServer
+	via  claimKind // how the Service wants it, should another want it too
 }
 
 type setEntry struct {
@@ -255,7 +256,7 @@ type portState struct {
 }
 
 // virtualServer adds a virtual server on addr:port with eps as real servers.
-func (p portState) virtualServer(addr netip.Addr, port uint16, eps []endpoint) {
+func (p portState) virtualServer(via claimKind, addr netip.Addr, port uint16, eps []endpoint) {
 	vs := ipvs.VirtualServer{
 		Key:       ipvs.Key{Address: addr, Protocol: p.proto, Port: port},
 		Scheduler: p.scheduler,
@@ -268,7 +269,7 @@ func (p portState) virtualServer(addr netip.Addr, port uint16, eps []endpoint) {
 		vs.Timeout = p.sticky
 	}
 	// Sized exactly: the reconciler keeps it for the Service's lifetime.
-	vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps))}
+	vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps)), via: via}
 	for _, ep := range eps {
 		vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
 	}
@@ -288,7 +289,7 @@ func (p portState) vip(addr netip.Addr) ipset.Entry {
 // clusterIP adds the cluster IP's virtual server and entries, and the
 // hairpin entries of the endpoints on this node.
 func (p portState) clusterIP(ip netip.Addr, real, all []endpoint) {
-	p.virtualServer(ip, p.port, real)
+	p.virtualServer(viaClusterIP, ip, p.port, real)
 	p.entry(setClusterIP, p.vip(ip))
 	for _, ep := range all {
 		if ep.local {
@@ -305,7 +306,7 @@ func (p portState) externalIPs(ips []netip.Addr, real []endpoint, local bool) {
 		set = setExternalIPLocal
 	}
 	for _, ip := range ips {
-		p.virtualServer(ip, p.port, real)
+		p.virtualServer(viaExternalIP, ip, p.port, real)
 		p.entry(set, p.vip(ip))
 	}
 }
@@ -315,7 +316,7 @@ func (p portState) externalIPs(ips []netip.Addr, real []endpoint, local bool) {
 // if a range holds its primary address, and is blocked otherwise.
 func (p portState) loadBalancers(ips []netip.Addr, real []endpoint, local bool, ranges []netip.Prefix, primary netip.Addr) {
 	for _, ip := range ips {
-		p.virtualServer(ip, p.port, real)
+		p.virtualServer(viaLoadBalancer, ip, p.port, real)
 		e := p.vip(ip)
 		p.entry(setLoadBalancer, e)
 		if local {
@@ -350,7 +351,7 @@ func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint,
 		}
 	}
 	for _, ip := range ips {
-		p.virtualServer(ip, nodePort, real)
+		p.virtualServer(viaNodePort, ip, nodePort, real)
 		if p.proto == ipvs.SCTP {
 			add(ipset.Entry{IP: ip, Protocol: p.lower, Port: nodePort})
 		}

@@ -104,6 +104,8 @@ type Proxier struct {
 	setupRetry chan error
 	setupMu    sync.Mutex
 	problems   map[types.NamespacedName]string
+	// claims decides which Service gets a virtual server two want.
+	claims *claims
 	// noLocal and noLocalExternal hold the Services whose internal or
 	// external traffic policy Local finds no endpoint on this node.
 	noLocal, noLocalExternal map[types.NamespacedName]bool
@@ -145,6 +147,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
 		problems:        map[types.NamespacedName]string{},
+		claims:          newClaims(),
 		noLocal:         map[types.NamespacedName]bool{},
 		noLocalExternal: map[types.NamespacedName]bool{},
 		nodeBlocked:     map[types.NamespacedName][]ipset.Entry{},
@@ -380,7 +383,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	// from the tracker, so a kernel failure must not lose them. (The
 	// critical Services' are recorded again: their input may be newer than
 	// programCritical's, and an unchanged state writes nothing.)
-	p.setsInUse = p.rec.record(p.changes(inputs))
+	p.setsInUse = p.rec.record(p.changes(inputs, p.changeTracker.peek))
 	var read *kernelRead
 	switch {
 	case first || (due && inline && !p.rec.checking()):
@@ -421,11 +424,46 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 }
 
 // changes computes what each input's Service wants and reports its bad input.
-func (p *Proxier) changes(inputs []serviceInput) []serviceChange {
-	changes := make([]serviceChange, 0, len(inputs))
-	for _, in := range inputs {
-		st, problems := p.stateOf(in)
-		p.report(in, problems)
+// A virtual server two Services want goes to one of them (see claims); the
+// Services outside inputs that won or lost one by these changes are
+// recomputed too, from more (nil: left until their own next change).
+func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedName) []serviceInput) []serviceChange {
+	type computed struct {
+		in       serviceInput
+		st       serviceState
+		problems []string
+	}
+	done := make(map[types.NamespacedName]bool, len(inputs))
+	var touched []types.NamespacedName
+	compute := func(ins []serviceInput) []computed {
+		out := make([]computed, 0, len(ins))
+		for _, in := range ins {
+			st, problems := p.stateOf(in)
+			done[in.name] = true
+			touched = append(touched, p.claims.set(in.name, in.service, st)...)
+			out = append(out, computed{in, st, problems})
+		}
+		return out
+	}
+	all := compute(inputs)
+	if more != nil {
+		var outside []types.NamespacedName
+		for _, n := range touched {
+			if !done[n] {
+				done[n] = true
+				outside = append(outside, n)
+			}
+		}
+		if len(outside) > 0 {
+			all = append(all, compute(more(outside))...)
+		}
+	}
+	p.metrics.ConflictingClaims.Set(float64(p.claims.conflicting))
+	changes := make([]serviceChange, 0, len(all))
+	for _, c := range all {
+		in := c.in
+		st, lost := p.claims.filter(in.name, c.st)
+		p.report(in, append(c.problems, conflictProblems(lost)...))
 		changes = append(changes, serviceChange{in.name, st})
 		mark(p.noLocal, in.name, st.noLocalEndpoints)
 		mark(p.noLocalExternal, in.name, st.noLocalExternal)
@@ -479,7 +517,7 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	if len(names) == 0 {
 		return setUp
 	}
-	p.setsInUse = p.rec.record(p.changes(critical))
+	p.setsInUse = p.rec.record(p.changes(critical, nil))
 	// The glue is not read back here: that can wait for the first drift check.
 	if !setUp {
 		err := p.setupKernel(false)

@@ -1,0 +1,156 @@
+package proxier
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// claimant is a Service of its own namespace, name, age and UID, with one
+// TCP port and one endpoint.
+func claimant(ns, name, clusterIP string, created time.Time, uid string, backend string) (*v1.Service, *discovery.EndpointSlice) {
+	s := svc(clusterIP, port("https", v1.ProtocolTCP, 443))
+	s.Namespace, s.Name, s.UID = ns, name, types.UID(uid)
+	s.CreationTimestamp = metav1.NewTime(created)
+	sl := slice(name+"-1", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, ep{ip: backend})
+	sl.Namespace, sl.Labels[discovery.LabelServiceName] = ns, name
+	return s, sl
+}
+
+func syncedProxier(t *testing.T) (*Proxier, fakeKernel, *recordedEvents) {
+	p, k, _, ev := newTestProxier(t)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	return p, k, ev
+}
+
+var epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// The review's attack: a Service in a namespace that sorts first names
+// default/kubernetes' cluster IP as its external IP. The cluster IP keeps
+// its virtual server and real server, whichever came first and however
+// the names sort; the attacker is told, and counted.
+func TestExternalIPNeverTakesAnotherServicesClusterIP(t *testing.T) {
+	for _, attackerFirst := range []bool{false, true} {
+		p, k, ev := syncedProxier(t)
+		kube, kubeEPs := claimant("default", "kubernetes", "10.96.0.1", epoch.Add(time.Hour), "b", "192.168.0.10")
+		evil, evilEPs := claimant("aaa", "evil", "10.96.0.99", epoch, "a", "10.244.0.66")
+		evil.Spec.ExternalIPs = []string{"10.96.0.1"}
+		// Source ranges that leave everything out would firewall the
+		// VIP:port for everyone, were the attacker's entries written.
+		evil.Spec.Type = v1.ServiceTypeLoadBalancer
+		evil.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/32"}
+		evil.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.96.0.1"}}
+		add := func(s *v1.Service, sl *discovery.EndpointSlice) {
+			p.OnServiceAdd(s)
+			p.OnEndpointSliceAdd(sl)
+			p.SyncNow()
+		}
+		if attackerFirst {
+			add(evil, evilEPs)
+			add(kube, kubeEPs)
+		} else {
+			add(kube, kubeEPs)
+			add(evil, evilEPs)
+		}
+		dump := k.ipvs.Dump()
+		if !strings.Contains(dump, "-a 10.96.0.1:443/TCP -r 192.168.0.10:6443 -w 1") || strings.Contains(dump, "-a 10.96.0.1:443/TCP -r 10.244.0.66:6443 -w 1") {
+			t.Fatalf("attacker first=%v: the cluster IP's virtual server was taken:\n%s", attackerFirst, dump)
+		}
+		for _, set := range []string{setExternalIP, setLoadBalancer, setLoadBalancerFW, setLoadBalancerSourceNet} {
+			if entries, _ := k.sets.Entries(set); len(entries) != 0 {
+				t.Errorf("attacker first=%v: the loser's %s entries were written: %v", attackerFirst, set, entries)
+			}
+		}
+		if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 1 {
+			t.Errorf("conflicting claims gauge = %v, want 1", got)
+		}
+		warned := 0
+		for _, e := range *ev {
+			if strings.HasPrefix(e, "Warning") && strings.Contains(e, "default/kubernetes") {
+				warned++
+			}
+		}
+		if warned != 1 {
+			t.Errorf("attacker first=%v: want one Warning naming the winner, got %q", attackerFirst, *ev)
+		}
+
+		// The attacker's own cluster IP is programmed as usual.
+		if !strings.Contains(dump, "-a 10.96.0.99:443/TCP -r 10.244.0.66:6443") {
+			t.Errorf("the loser's other virtual servers were not programmed:\n%s", dump)
+		}
+	}
+}
+
+// Between two external IPs the older Service wins, whatever the names;
+// when it goes, the other takes over, with its entries.
+func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
+	p, k, _ := syncedProxier(t)
+	old, oldEPs := claimant("zzz", "old", "10.96.0.2", epoch, "z", "10.244.0.2")
+	young, youngEPs := claimant("aaa", "young", "10.96.0.3", epoch.Add(time.Minute), "a", "10.244.0.3")
+	for _, s := range []*v1.Service{old, young} {
+		s.Spec.ExternalIPs = []string{"203.0.113.7"}
+	}
+	p.OnServiceAdd(young)
+	p.OnEndpointSliceAdd(youngEPs)
+	p.SyncNow()
+	p.OnServiceAdd(old)
+	p.OnEndpointSliceAdd(oldEPs)
+	p.SyncNow()
+	dump := k.ipvs.Dump()
+	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.2:6443 -w 1") || strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
+		t.Fatalf("the older Service does not hold the external IP:\n%s", dump)
+	}
+
+	p.OnServiceDelete(old)
+	p.OnEndpointSliceDelete(oldEPs)
+	p.SyncNow()
+	dump = k.ipvs.Dump()
+	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
+		t.Fatalf("the younger Service did not take over:\n%s", dump)
+	}
+	if entries, _ := k.sets.Entries(setExternalIP); len(entries) != 1 {
+		t.Errorf("external IP entries after the takeover: %v", entries)
+	}
+	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 0 {
+		t.Errorf("conflicting claims gauge = %v, want 0", got)
+	}
+}
+
+func TestClaimOrder(t *testing.T) {
+	c := func(ns string, kind claimKind, age time.Duration, uid string) claim {
+		return claim{service: types.NamespacedName{Namespace: ns, Name: "s"}, kind: kind, created: epoch.Add(-age), uid: types.UID(uid)}
+	}
+	cases := []struct {
+		name       string
+		win, loses claim
+	}{
+		{"cluster IP over an older external IP", c("zz", viaClusterIP, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
+		{"node port over an older ingress IP", c("zz", viaNodePort, 0, "b"), c("aa", viaLoadBalancer, time.Hour, "a")},
+		{"kube-system's external IP over an older tenant's", c("kube-system", viaExternalIP, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
+		{"default's ingress IP over an older tenant's external IP", c("default", viaLoadBalancer, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
+		{"a tenant's cluster IP over kube-system's external IP", c("zz", viaClusterIP, 0, "b"), c("kube-system", viaExternalIP, time.Hour, "a")},
+		{"the older of two external IPs", c("zz", viaExternalIP, time.Hour, "b"), c("aa", viaExternalIP, 0, "a")},
+		{"the lower UID at the same age", c("zz", viaExternalIP, 0, "a"), c("aa", viaExternalIP, 0, "b")},
+	}
+	for _, tc := range cases {
+		if !tc.win.beats(tc.loses) || tc.loses.beats(tc.win) {
+			t.Errorf("%s: wrong order", tc.name)
+		}
+	}
+}
+
+func gaugeValue(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
