@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -480,7 +481,11 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 		return err
 	}
 
-	p := proxier.New(cfg, kernel, log, health, m, recorder)
+	// Warnings about Services go through a poster that names each Event by
+	// what it says, so every node and every restart shares one object.
+	warnings := kevents.New(client.EventsV1(), "kube-proxy", cfg.NodeName, log.Named("events"))
+	go warnings.Run(ctx)
+	p := proxier.New(cfg, kernel, log, health, m, warnings)
 	// The critical Services' own small list and watch first: the proxier
 	// programs them from it long before the cluster-wide list completes.
 	critical := p.Critical()

@@ -6,6 +6,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 )
 
 // What one sync tells the operator of its objects at most, in log lines and
@@ -13,10 +15,16 @@ import (
 // line per object would flood the log and the apiserver.
 const reportsMax = 50
 
+// problemsMax bounds one Service's problems in a log line, in bytes.
+const problemsMax = 2048
+
 // report logs and posts an event for a Service's bad input, once per distinct
 // set of problems, so a periodic sync does not repeat it.
 func (p *Proxier) report(in serviceInput, problems []string) {
-	msg := strings.Join(problems, "; ")
+	// Problems quote what the object's author wrote, which can be a
+	// 256 KiB annotation: the log keeps a bounded part (the Event's note
+	// is bounded by the events package).
+	msg := events.Truncate(strings.Join(problems, "; "), problemsMax)
 	if p.problems[in.name] == msg {
 		return
 	}

@@ -1,0 +1,152 @@
+// Package events posts the proxier's Warning Events about Services so that
+// a cluster-wide restart does not become an Event storm: the same warning
+// about the same object gets the same Event name on every node and in every
+// process, so the apiserver keeps one object however many proxiers report
+// it; posting is asynchronous, rate-limited and bounded, so a sync never
+// waits on the apiserver and a bad cluster cannot make a node flood it.
+package events
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/reference"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// NoteMax is the longest note events.k8s.io/v1 accepts, in bytes.
+const NoteMax = 1024
+
+// Limits: a burst covers a node start that finds a few dozen bad Services,
+// then one Event every 5 s; what does not fit in the queue is dropped and
+// counted (the log line and the gauges still tell).
+const (
+	queueLen = 200
+	burst    = 25
+	qps      = 0.2
+)
+
+// Poster posts Events through events.k8s.io/v1 under names derived from
+// what they say (see Name). Create it with New and run Run.
+type Poster struct {
+	client               typedeventsv1.EventsV1Interface
+	controller, instance string
+	log                  *zap.Logger
+	queue                chan *eventsv1.Event
+	limiter              flowcontrol.RateLimiter
+	dropped              atomic.Int64
+	now                  func() time.Time
+}
+
+// New posts as controller (kube-proxy's "kube-proxy"), from instance (the
+// node's name).
+func New(client typedeventsv1.EventsV1Interface, controller, instance string, log *zap.Logger) *Poster {
+	return &Poster{client: client, controller: controller, instance: instance, log: log,
+		queue: make(chan *eventsv1.Event, queueLen), limiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst), now: time.Now}
+}
+
+// Eventf queues an Event about regarding; it never blocks.
+func (p *Poster) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	ref, err := reference.GetReference(scheme.Scheme, regarding)
+	if err != nil {
+		p.log.Warn("no Event: cannot refer to the object", zap.Error(err))
+		return
+	}
+	msg := Truncate(fmt.Sprintf(note, args...), NoteMax)
+	ns := ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault // where events about cluster-scoped objects go
+	}
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: Name(ref.Name, string(ref.UID), eventtype, reason, msg), Namespace: ns},
+		EventTime:           metav1.NewMicroTime(p.now()),
+		ReportingController: p.controller,
+		ReportingInstance:   p.instance,
+		Action:              action,
+		Reason:              reason,
+		Regarding:           *ref,
+		Note:                msg,
+		Type:                eventtype,
+	}
+	if related != nil {
+		if r, err := reference.GetReference(scheme.Scheme, related); err == nil {
+			ev.Related = r
+		}
+	}
+	select {
+	case p.queue <- ev:
+	default:
+		p.dropped.Add(1)
+	}
+}
+
+// Run posts queued Events until ctx is done.
+func (p *Poster) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-p.queue:
+			if err := p.limiter.Wait(ctx); err != nil {
+				return
+			}
+			p.post(ctx, ev)
+		}
+	}
+}
+
+func (p *Poster) post(ctx context.Context, ev *eventsv1.Event) {
+	if n := p.dropped.Swap(0); n > 0 {
+		p.log.Warn("Events dropped: more than the rate limit allows; the log has each warning", zap.Int64("dropped", n))
+	}
+	_, err := p.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		// Posted, by this proxier or another: one object either way.
+	case ctx.Err() != nil:
+	default:
+		p.log.Warn("could not post an Event", zap.String("reason", ev.Reason),
+			zap.String("regarding", ev.Regarding.Namespace+"/"+ev.Regarding.Name), zap.Error(err))
+	}
+}
+
+// Name is an Event's name derived from its object and what it says: equal
+// warnings share one name, so a second Create of one is refused as existing.
+// It stays a valid object name however long the object's name is.
+func Name(object, uid, eventtype, reason, note string) string {
+	h := fnv.New64a()
+	for _, s := range []string{object, uid, eventtype, reason, note} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	const maxName = 253 - 1 - 16
+	if len(object) > maxName {
+		object = object[:maxName]
+	}
+	return fmt.Sprintf("%s.%016x", object, h.Sum64())
+}
+
+// Truncate shortens s to at most max bytes, cut at a character boundary and
+// marked with "...", for values an API object's author chose.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const mark = "..."
+	cut := max - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}

@@ -1,0 +1,99 @@
+package events
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func service(name, uid string) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name, UID: k8stypes.UID("uid-" + uid)}}
+}
+
+// drain posts everything queued.
+func drain(t *testing.T, p *Poster) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	for deadline := time.Now().Add(5 * time.Second); len(p.queue) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("queue not drained")
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // the last Create
+	cancel()
+	<-done
+}
+
+// A rolling restart: every node, and every new process on a node, warns
+// about the same bad Service. The apiserver keeps one Event per warning.
+func TestTheSameWarningFromManyNodesIsOneEvent(t *testing.T) {
+	client := fake.NewClientset()
+	bad := service("bad", "1")
+	other := service("other", "2")
+	for _, node := range []string{"node-a", "node-b", "node-a", "node-c"} {
+		p := New(client.EventsV1(), "kube-proxy", node, zap.NewNop())
+		p.Eventf(bad, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", "external IP \"x\" is not an IP address; skipped")
+		p.Eventf(other, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", "something else")
+		drain(t, p)
+	}
+	list, err := client.EventsV1().Events("tenant").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Fatalf("%d Events, want one per bad Service", len(list.Items))
+	}
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind != "Service" || ev.Regarding.Namespace != "tenant" || ev.ReportingController != "kube-proxy" || ev.Type != v1.EventTypeWarning {
+			t.Errorf("Event %+v", ev)
+		}
+	}
+}
+
+// events.k8s.io/v1 refuses a note over 1 KiB: a hostile annotation, or a
+// Service with many bad addresses, would lose its Event altogether.
+func TestLongNotesAreCutToWhatTheAPIAccepts(t *testing.T) {
+	client := fake.NewClientset()
+	p := New(client.EventsV1(), "kube-proxy", "node-a", zap.NewNop())
+	p.Eventf(service("long", "3"), nil, v1.EventTypeWarning, "InvalidService", "Sync", "%s", strings.Repeat("é", 100_000))
+	drain(t, p)
+	list, _ := client.EventsV1().Events("tenant").List(context.Background(), metav1.ListOptions{})
+	if len(list.Items) != 1 {
+		t.Fatalf("%d Events", len(list.Items))
+	}
+	note := list.Items[0].Note
+	if len(note) > NoteMax || !utf8.ValidString(note) || !strings.HasSuffix(note, "...") {
+		t.Fatalf("note of %d bytes, valid UTF-8 %v", len(note), utf8.ValidString(note))
+	}
+}
+
+// Posting never blocks the sync: a queue that is full drops.
+func TestEventfNeverBlocks(t *testing.T) {
+	p := New(fake.NewClientset().EventsV1(), "kube-proxy", "node-a", zap.NewNop())
+	for i := range queueLen + 10 {
+		p.Eventf(service("s", "4"), nil, v1.EventTypeWarning, "InvalidService", "Sync", "%d", i)
+	}
+	if got := p.dropped.Load(); got != 10 {
+		t.Fatalf("dropped %d, want 10", got)
+	}
+}
+
+func TestNameIsAValidObjectName(t *testing.T) {
+	n := Name(strings.Repeat("a", 300), "u", "Warning", "R", "note")
+	if len(n) > 253 {
+		t.Fatalf("name of %d bytes", len(n))
+	}
+	if Name("s", "u", "Warning", "R", "one") == Name("s", "u", "Warning", "R", "two") {
+		t.Fatal("different notes share a name")
+	}
+}
