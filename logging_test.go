@@ -97,3 +97,26 @@ func TestJSONLogToTheLastLine(t *testing.T) {
 		t.Errorf("last line %q: want the error that stopped it", last)
 	}
 }
+
+// An unknown field of --config is named as soon as the file is read, even
+// when the run ends before any client exists (--write-config-to, or a
+// kubeconfig that fails).
+func TestUnknownConfigFieldNamedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.yaml")
+	body := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  shceduler: rr\n"
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{
+		{"--write-config-to", filepath.Join(dir, "out.yaml")},
+		{"--kubeconfig", filepath.Join(dir, "missing")},
+	} {
+		cmd := exec.Command(os.Args[0], append([]string{"--config", conf, "--hostname-override=n", "--oom-score-adj=0"}, extra...)...)
+		cmd.Env = append(os.Environ(), "KIP_RUN_MAIN=1")
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), "ipvs.shceduler") {
+			t.Errorf("%v: the unknown field is not named:\n%s", extra, out)
+		}
+	}
+}

@@ -394,6 +394,7 @@ func run(c *cli.Context) error {
 // configuration run has checked.
 func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.Config, settings kernelSettings) error {
 	reportUpstreamFlags(c, log)
+	logConfigFile(log, file)
 	effective := proxyconfig.Effective(c)
 	if path := c.String("write-config-to"); path != "" {
 		return proxyconfig.Write(path, effective)
@@ -455,7 +456,7 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: "", Namespace: ""}
 	recorder.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
-	reportConfigFile(log, recorder, nodeRef, file)
+	eventConfigFile(recorder, nodeRef, file)
 
 	health := healthz.New(2 * cfg.SyncPeriod)
 	m := metrics.New()
