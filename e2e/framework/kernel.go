@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -86,7 +87,9 @@ func ReadState() (State, error) {
 // chainOrder normalizes iptables-save's output: tables and chains sorted by
 // name, and each chain's rules in their own order, which decides what a
 // packet meets first (a RETURN before a mark, say). The order in which
-// chains were created, which iptables-save shows, is not compared.
+// chains were created, which iptables-save shows, is not compared, nor the
+// order of a chain whose rules all DROP: there it decides nothing, and
+// upstream writes KUBE-IPVS-OUT-FILTER's in its map's order.
 func chainOrder(saved string) string {
 	var out []string
 	rules := map[string][]string{} // "table chain" → its rules, in order
@@ -111,6 +114,9 @@ func chainOrder(saved string) string {
 	sort.Strings(chains)
 	for _, c := range chains {
 		table, _, _ := strings.Cut(c, " ")
+		if !slices.ContainsFunc(rules[c], func(r string) bool { return !strings.HasSuffix(r, " -j DROP") }) {
+			sort.Strings(rules[c])
+		}
 		for _, r := range rules[c] {
 			out = append(out, table+" "+r)
 		}
