@@ -71,6 +71,17 @@ func (p *Process) Stop() error {
 	}
 }
 
+// Kill sends SIGKILL, as the OOM killer or a node crash would, and waits
+// for the process to be gone.
+func (p *Process) Kill() {
+	if done, _ := p.Exited(); done {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	err := <-p.exited
+	p.exited <- err
+}
+
 // Exited reports whether the process has ended (and why).
 func (p *Process) Exited() (bool, error) {
 	select {

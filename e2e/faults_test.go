@@ -1,0 +1,374 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// TestKillUnderChurn: while 20 Services' endpoints change about 50 times a
+// second for a minute, the proxier is killed with SIGKILL and started again
+// three seconds later. Three stable Services answer every request
+// throughout; none of their addresses leaves kube-ipvs0 and their IPVS
+// lines never change (nothing is removed and re-added); every change made
+// while the proxier was down is in the kernel once it is back. Serial: it
+// kills the shared proxier.
+func TestKillUnderChurn(t *testing.T) {
+	old := ourProxier(t)
+	const ns = "churn"
+	mustNamespace(t, ns)
+	client := mustPod(t, "churn-client", "10.244.49.200", false)
+	var stable []string
+	for i := range 3 {
+		pod := mustPod(t, fmt.Sprintf("churn-stable-%d", i), fmt.Sprintf("10.244.49.%d", i+1), true)
+		vip := fmt.Sprintf("10.96.49.%d", i+1)
+		svc, slice := webService(ns, vip, pod)
+		svc.Name, slice.Name = fmt.Sprintf("stable-%d", i), fmt.Sprintf("stable-%d-1", i)
+		slice.Labels[discovery.LabelServiceName] = svc.Name
+		mustApply(t, svc, slice)
+		waitAnswerSet(t, client.HTTP, ap(vip+":80"), pod.Name, 2, 30*time.Second)
+		stable = append(stable, vip)
+	}
+
+	// The churning Services: endpoints that need not answer, only be
+	// programmed. last is what each was last given.
+	const churners = 20
+	var mu sync.Mutex
+	last := map[string][]string{}
+	churnSlice := func(i, round int) (*v1.Service, *discovery.EndpointSlice, []string) {
+		name := fmt.Sprintf("churn-%d", i)
+		var ips []string
+		for j := range 1 + (round+i)%4 {
+			ips = append(ips, fmt.Sprintf("10.244.50.%d", 1+(round+i+j*7)%250))
+		}
+		svc, slice := webService(ns, fmt.Sprintf("10.96.49.%d", 100+i))
+		svc.Name, slice.Name = name, name+"-1"
+		slice.Labels[discovery.LabelServiceName] = name
+		for _, ip := range ips {
+			slice.Endpoints = append(slice.Endpoints, framework.Endpoint(ip, "", true))
+		}
+		return svc, slice, ips
+	}
+	for i := range churners {
+		svc, slice, ips := churnSlice(i, 0)
+		mustApply(t, svc, slice)
+		last[svc.Spec.ClusterIP] = ips
+	}
+
+	removed := watchRemovedAddresses(t, stable)
+	lines := stableLines(t, stable)
+	before := map[string]int{}
+	time.Sleep(counterSettle)
+	for _, vip := range stable {
+		before[vip] = vsConnections(t, vip+":80")
+	}
+
+	stop := make(chan struct{})
+	var workers sync.WaitGroup
+	var changes, changeErrs atomic.Int64
+	// 50 changes a second, from writers enough to keep that pace while an
+	// API write from the emulated VM takes 100 ms or more.
+	const writers = 10
+	pace := time.NewTicker(20 * time.Millisecond)
+	defer pace.Stop()
+	for w := range writers {
+		workers.Go(func() {
+			for round := 1; ; round++ {
+				for i := w; i < churners; i += writers {
+					select {
+					case <-stop:
+						return
+					case <-pace.C:
+					}
+					_, slice, ips := churnSlice(i, round)
+					if err := env.Apply(slice); err != nil {
+						changeErrs.Add(1)
+						continue
+					}
+					changes.Add(1)
+					mu.Lock()
+					last[fmt.Sprintf("10.96.49.%d", 100+i)] = ips
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	var requests, failed atomic.Int64
+	var firstErr atomic.Value
+	workers.Go(func() {
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			requests.Add(1)
+			if _, err := client.HTTP(ap(stable[n%len(stable)]+":80"), 2*time.Second); err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	time.Sleep(25 * time.Second)
+	old.Kill()
+	killedAt := changes.Load()
+	// A Service created while no proxier runs.
+	late, lateSlice := webService(ns, "10.96.49.99", &framework.Pod{Name: "churn-stable-0", IP: mustAddr("10.244.49.1")})
+	late.Name, lateSlice.Name = "late", "late-1"
+	lateSlice.Labels[discovery.LabelServiceName] = "late"
+	mustApply(t, late, lateSlice)
+	time.Sleep(3 * time.Second)
+	restarted := time.Now()
+	p, err := framework.StartOurs(env, "kube-ipvs-proxy", proxierFlags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceProxier(t, p)
+	if err := framework.WaitSynced(p, restarted, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	downChanges := changes.Load() - killedAt
+	time.Sleep(time.Until(restarted.Add(32 * time.Second)))
+	close(stop)
+	workers.Wait()
+	elapsed := time.Since(restarted) + 28*time.Second
+	t.Logf("%d endpoint changes in %s (%.0f/s), %d while the proxier was down, %d refused by the apiserver",
+		changes.Load(), elapsed.Round(time.Second), float64(changes.Load())/elapsed.Seconds(), downChanges, changeErrs.Load())
+
+	if rate := float64(changes.Load()) / elapsed.Seconds(); rate < 30 {
+		t.Errorf("only %.0f changes/s: not the churn this test is meant to run under", rate)
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d requests to the stable Services failed; first: %v", n, requests.Load(), firstErr.Load())
+	}
+	if got := removed(); len(got) > 0 {
+		t.Errorf("stable addresses left kube-ipvs0: %q", got)
+	}
+	if changed := lines(); len(changed) > 0 {
+		t.Errorf("the stable Services' IPVS lines changed: %q", changed)
+	}
+	time.Sleep(counterSettle)
+	for _, vip := range stable {
+		if after := vsConnections(t, vip+":80"); after < before[vip] {
+			t.Errorf("%s's connection counter went from %d to %d: its virtual server was re-created", vip, before[vip], after)
+		}
+	}
+	waitAnswerSet(t, client.HTTP, ap("10.96.49.99:80"), "churn-stable-0", 2, 30*time.Second)
+	eventually(t, "every churned Service's last endpoints programmed", 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for vip, ips := range last {
+			rs, err := realServers(t, ipvs.Key{Address: mustAddr(vip), Protocol: ipvs.TCP, Port: 80})
+			if err != nil {
+				return err
+			}
+			var active []string
+			for _, r := range rs {
+				if addr, weight, ok := strings.Cut(r, "/"); ok && weight != "0" {
+					active = append(active, strings.TrimSuffix(addr, ":8080"))
+				}
+			}
+			slices.Sort(active)
+			want := slices.Sorted(slices.Values(ips))
+			if !slices.Equal(active, want) {
+				return fmt.Errorf("%s: real servers %v, want %v", vip, rs, want)
+			}
+		}
+		return nil
+	})
+}
+
+// watchRemovedAddresses watches kube-ipvs0 for any of vips going away, and
+// returns a function that ends the watch and lists the removals.
+func watchRemovedAddresses(t *testing.T, vips []string) func() []string {
+	t.Helper()
+	monitor := exec.Command("ip", "-o", "monitor", "address")
+	out, _ := monitor.StdoutPipe()
+	if err := monitor.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	var done sync.WaitGroup
+	done.Go(func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			l := sc.Text()
+			if !strings.HasPrefix(l, "Deleted") || !strings.Contains(l, "kube-ipvs0") {
+				continue
+			}
+			for _, v := range vips {
+				if strings.Contains(l, " "+v+"/") {
+					removed = append(removed, l)
+				}
+			}
+		}
+	})
+	return func() []string {
+		_ = monitor.Process.Kill()
+		_ = monitor.Wait()
+		done.Wait()
+		return removed
+	}
+}
+
+// stableLines samples ipvsadm's lines for vips four times a second and
+// returns a function that ends the sampling and lists each sample that
+// differed from the first.
+func stableLines(t *testing.T, vips []string) func() []string {
+	t.Helper()
+	read := func() string {
+		out, err := framework.Output("ipvsadm", "-Ln")
+		if err != nil {
+			return "ipvsadm: " + err.Error()
+		}
+		var keep []string
+		in := false
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) >= 2 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP"):
+				in = slices.ContainsFunc(vips, func(v string) bool { return f[1] == v+":80" })
+				if in {
+					keep = append(keep, f[0]+" "+f[1])
+				}
+			case in && len(f) >= 4 && f[0] == "->":
+				keep = append(keep, f[1]+" "+f[3]) // address and weight
+			}
+		}
+		return strings.Join(keep, "; ")
+	}
+	first := read()
+	stop := make(chan struct{})
+	var changed []string
+	var done sync.WaitGroup
+	done.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if now := read(); now != first {
+				changed = append(changed, now)
+			}
+		}
+	})
+	return func() []string {
+		close(stop)
+		done.Wait()
+		return changed
+	}
+}
+
+// TestForeignWriterFillsASet: another program fills KUBE-CLUSTER-IP to its
+// maxelem. A new Service is still programmed (its virtual server and
+// address, and it answers); its set entry is either written into a grown
+// set or reported as a failed object and retried, and once the drift check
+// has removed the foreign entries (as upstream's sync removes entries no
+// Service wants) it is in the set. Another Service answers throughout.
+// Serial: every test's cluster IP entry goes into that set.
+func TestForeignWriterFillsASet(t *testing.T) {
+	ourProxier(t)
+	const ns = "fullset"
+	mustNamespace(t, ns)
+	a := mustPod(t, "fullset-a", "10.244.51.1", true)
+	client := mustPod(t, "fullset-client", "10.244.51.100", false)
+	old, oldSlice := webService(ns, "10.96.51.10", a)
+	mustApply(t, old, oldSlice)
+	waitAnswerSet(t, client.HTTP, ap("10.96.51.10:80"), "fullset-a", 2, 30*time.Second)
+
+	header, err := framework.Output("ipset", "list", "-t", "KUBE-CLUSTER-IP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxelem, have int
+	for _, l := range strings.Split(header, "\n") {
+		if _, rest, ok := strings.Cut(l, "maxelem "); ok {
+			fmt.Sscanf(rest, "%d", &maxelem)
+		}
+		if n, ok := strings.CutPrefix(l, "Number of entries: "); ok {
+			fmt.Sscanf(n, "%d", &have)
+		}
+	}
+	if maxelem == 0 {
+		t.Fatalf("no maxelem in:\n%s", header)
+	}
+	var fill strings.Builder
+	for i := range maxelem - have {
+		fmt.Fprintf(&fill, "add KUBE-CLUSTER-IP 10.%d.%d.%d,tcp:1\n", 200+i>>16, i>>8&255, i&255)
+	}
+	restore := exec.Command("ipset", "restore", "-exist")
+	restore.Stdin = strings.NewReader(fill.String())
+	if out, err := restore.CombinedOutput(); err != nil {
+		t.Fatalf("filling the set: %v: %s", err, out)
+	}
+	t.Logf("KUBE-CLUSTER-IP filled with %d foreign entries to its maxelem %d", maxelem-have, maxelem)
+
+	var requests, failed atomic.Int64
+	stop := make(chan struct{})
+	var loop sync.WaitGroup
+	loop.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			requests.Add(1)
+			if _, err := client.HTTP(ap("10.96.51.10:80"), 2*time.Second); err != nil {
+				failed.Add(1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	fresh, freshSlice := webService(ns, "10.96.51.11", a)
+	fresh.Name, freshSlice.Name = "fresh", "fresh-1"
+	freshSlice.Labels[discovery.LabelServiceName] = "fresh"
+	mustApply(t, fresh, freshSlice)
+	waitAnswerSet(t, client.HTTP, ap("10.96.51.11:80"), "fullset-a", 2, 30*time.Second)
+	entry := ipset.Entry{IP: mustAddr("10.96.51.11"), Protocol: "tcp", Port: 80}
+	eventually(t, "the new entry in the set, the foreign ones gone", 60*time.Second, func() error {
+		if !hasEntry(t, "KUBE-CLUSTER-IP", entry) {
+			return fmt.Errorf("no entry %v", entry)
+		}
+		out, err := framework.Output("ipset", "list", "-t", "KUBE-CLUSTER-IP")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, fmt.Sprintf("Number of entries: %d\n", maxelem)) {
+			return fmt.Errorf("the set still holds %d entries", maxelem)
+		}
+		return nil
+	})
+	close(stop)
+	loop.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d requests to the other Service failed", n, requests.Load())
+	}
+	if got, err := framework.Metric("kubeproxy_sync_proxy_rules_failed_objects"); err != nil {
+		t.Error(err)
+	} else {
+		for _, v := range got {
+			if v != 0 {
+				t.Errorf("failed objects left: %v", got)
+			}
+		}
+	}
+}
