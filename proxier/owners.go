@@ -6,8 +6,9 @@ import (
 
 // owners maps each desired kernel object to the Services that want it. Most
 // objects have one owner; a shared one (an address or ipset entry two
-// Services need) stays until its last owner lets go. When owners disagree on
-// a value, the alphabetically first Service wins, so the result is stable.
+// Services need) stays until its last owner lets go. Only virtual servers
+// carry a value owners could disagree on, and claims gives each of those to
+// one Service before it gets here.
 type owners[K comparable, V any] map[K]owned[V]
 
 // owned holds an object's first owner inline: a map per object, for the one
@@ -61,14 +62,5 @@ func (o owners[K, V]) owner(k K) types.NamespacedName { return o[k].owner }
 
 func (o owners[K, V]) get(k K) (V, bool) {
 	cur, ok := o[k]
-	if !ok || len(cur.more) == 0 {
-		return cur.value, ok
-	}
-	first, v := cur.owner, cur.value
-	for n, mv := range cur.more {
-		if n.String() < first.String() {
-			first, v = n, mv
-		}
-	}
-	return v, true
+	return cur.value, ok
 }

