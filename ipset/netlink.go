@@ -163,22 +163,7 @@ func (n *Netlink) header(set string) (count, maxElem int, err error) {
 	err = nlbatch.Whole(func() error {
 		count, maxElem = -1, 0
 		return n.w.Dump(nlbatch.Request{Type: nl.IPSET_CMD_LIST | unix.NFNL_SUBSYS_IPSET<<8, Data: b}, func(body []byte) {
-			if len(body) < 4 {
-				return
-			}
-			nlbatch.Attrs(body[4:], func(typ uint16, v []byte) {
-				if typ != nl.IPSET_ATTR_DATA {
-					return
-				}
-				nlbatch.Attrs(v, func(typ uint16, v []byte) {
-					switch {
-					case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
-						count = int(binary.BigEndian.Uint32(v))
-					case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
-						maxElem = int(binary.BigEndian.Uint32(v))
-					}
-				})
-			})
+			parseHeader(body, &count, &maxElem)
 		})
 	})
 	if err != nil {
@@ -188,6 +173,27 @@ func (n *Netlink) header(set string) (count, maxElem int, err error) {
 		return 0, 0, fmt.Errorf("read ipset %s's header: the kernel's answer has no entry count", set)
 	}
 	return count, maxElem, nil
+}
+
+// parseHeader reads a set's entry count and maxelem from one IPSET_CMD_LIST
+// answer, leaving each as it is if the answer does not carry it.
+func parseHeader(body []byte, count, maxElem *int) {
+	if len(body) < 4 {
+		return
+	}
+	nlbatch.Attrs(body[4:], func(typ uint16, v []byte) {
+		if typ != nl.IPSET_ATTR_DATA {
+			return
+		}
+		nlbatch.Attrs(v, func(typ uint16, v []byte) {
+			switch {
+			case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
+				*count = int(binary.BigEndian.Uint32(v))
+			case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
+				*maxElem = int(binary.BigEndian.Uint32(v))
+			}
+		})
+	})
 }
 
 func fromLib(e netlink.IPSetEntry) Entry {

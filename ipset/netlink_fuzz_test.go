@@ -96,3 +96,25 @@ func FuzzEntryCodec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHeader: any answer is read without a panic, and a header built as the
+// kernel builds it reads back its count and maxelem.
+func FuzzHeader(f *testing.F) {
+	f.Add(uint32(3), uint32(65536), []byte{})
+	f.Add(uint32(0), uint32(1), []byte{4, 0, 1, 0})
+	f.Fuzz(func(t *testing.T, count, maxElem uint32, junk []byte) {
+		count0, max0 := -1, 0
+		parseHeader(junk, &count0, &max0) // anything at all
+		data := nlbatch.Nest(nil, nl.IPSET_ATTR_DATA|nlbatch.Nested, func(b []byte) []byte {
+			b = nlbatch.Attr(b, nl.IPSET_ATTR_MAXELEM|nlbatch.NetByteOrder, binary.BigEndian.AppendUint32(nil, maxElem))
+			return nlbatch.Attr(b, nl.IPSET_ATTR_ELEMENTS|nlbatch.NetByteOrder, binary.BigEndian.AppendUint32(nil, count))
+		})
+		body := append([]byte{2, 0, 0, 0}, nlbatch.Attr(nil, nl.IPSET_ATTR_SETNAME, []byte("KUBE-CLUSTER-IP\x00"))...)
+		body = append(body, data...)
+		gotCount, gotMax := -1, 0
+		parseHeader(body, &gotCount, &gotMax)
+		if gotCount != int(count) || gotMax != int(maxElem) {
+			t.Fatalf("read count %d, maxelem %d; built %d, %d", gotCount, gotMax, count, maxElem)
+		}
+	})
+}
