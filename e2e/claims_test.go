@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,27 +44,13 @@ func TestExternalIPCannotTakeAClusterIP(t *testing.T) {
 	mustApply(t, victim, victimSlice)
 	waitAnswerSet(t, framework.NodeHTTP, vip, "claims-victim", 4, 30*time.Second)
 
-	var requests, failed atomic.Int64
 	var wrong sync.Map
-	stop := make(chan struct{})
-	var loop sync.WaitGroup
-	loop.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			requests.Add(1)
-			answer, err := framework.NodeHTTP(vip, 2*time.Second)
-			switch {
-			case err != nil:
-				failed.Add(1)
-			case answer != "claims-victim":
-				wrong.Store(answer, true)
-			}
-			time.Sleep(50 * time.Millisecond)
+	stop := clientLoop(50*time.Millisecond, func() error {
+		answer, err := framework.NodeHTTP(vip, 2*time.Second)
+		if err == nil && answer != "claims-victim" {
+			wrong.Store(answer, true)
 		}
+		return err
 	})
 	// The attacker edits its Service while the client loops: each sync of
 	// it must leave the cluster IP alone.
@@ -89,14 +74,13 @@ func TestExternalIPCannotTakeAClusterIP(t *testing.T) {
 	if got := gauge(t, "kubeproxy_sync_proxy_rules_conflicting_claims"); got < 1 {
 		t.Errorf("conflicting claims gauge %v, want at least 1", got)
 	}
-	close(stop)
-	loop.Wait()
+	seen := stop()
 	wrong.Range(func(k, _ any) bool {
 		t.Errorf("the cluster IP was answered by %q", k)
 		return true
 	})
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d of %d requests to the cluster IP failed", n, requests.Load())
+	if seen.failed != 0 {
+		t.Errorf("%d of %d requests to the cluster IP failed; first: %v", seen.failed, seen.requests, seen.first)
 	}
-	t.Logf("%d requests to the cluster IP while another Service claimed it, none failed", requests.Load())
+	t.Logf("%d requests to the cluster IP while another Service claimed it, %d failed", seen.requests, seen.failed)
 }

@@ -108,22 +108,11 @@ func TestKillUnderChurn(t *testing.T) {
 			}
 		})
 	}
-	var requests, failed atomic.Int64
-	var firstErr atomic.Value
-	workers.Go(func() {
-		for n := 0; ; n++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			requests.Add(1)
-			if _, err := client.HTTP(ap(stable[n%len(stable)]+":80"), 2*time.Second); err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	n := 0
+	stopClient := clientLoop(20*time.Millisecond, func() error {
+		n++
+		_, err := client.HTTP(ap(stable[n%len(stable)]+":80"), 2*time.Second)
+		return err
 	})
 
 	time.Sleep(25 * time.Second)
@@ -148,15 +137,16 @@ func TestKillUnderChurn(t *testing.T) {
 	time.Sleep(time.Until(restarted.Add(32 * time.Second)))
 	close(stop)
 	workers.Wait()
+	seen := stopClient()
 	elapsed := time.Since(restarted) + 28*time.Second
-	t.Logf("%d endpoint changes in %s (%.0f/s), %d while the proxier was down, %d refused by the apiserver",
-		changes.Load(), elapsed.Round(time.Second), float64(changes.Load())/elapsed.Seconds(), downChanges, changeErrs.Load())
+	t.Logf("%d endpoint changes in %s (%.0f/s), %d while the proxier was down, %d refused by the apiserver; %d requests to the stable Services, %d failed",
+		changes.Load(), elapsed.Round(time.Second), float64(changes.Load())/elapsed.Seconds(), downChanges, changeErrs.Load(), seen.requests, seen.failed)
 
 	if rate := float64(changes.Load()) / elapsed.Seconds(); rate < 30 {
 		t.Errorf("only %.0f changes/s: not the churn this test is meant to run under", rate)
 	}
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d requests to the stable Services failed; first: %v", n, requests.Load(), firstErr.Load())
+	if seen.failed > 0 {
+		t.Errorf("%d of %d requests to the stable Services failed; first: %v", seen.failed, seen.requests, seen.first)
 	}
 	if got := removed(); len(got) > 0 {
 		t.Errorf("stable addresses left kube-ipvs0: %q", got)
@@ -195,8 +185,9 @@ func TestKillUnderChurn(t *testing.T) {
 	})
 }
 
-// watchRemovedAddresses watches kube-ipvs0 for any of vips going away, and
-// returns a function that ends the watch and lists the removals.
+// watchRemovedAddresses watches kube-ipvs0 for any of vips (nil: any
+// address) going away, and returns a function that ends the watch and
+// lists the removals.
 func watchRemovedAddresses(t *testing.T, vips []string) func() []string {
 	t.Helper()
 	monitor := exec.Command("ip", "-o", "monitor", "address")
@@ -213,10 +204,8 @@ func watchRemovedAddresses(t *testing.T, vips []string) func() []string {
 			if !strings.HasPrefix(l, "Deleted") || !strings.Contains(l, "kube-ipvs0") {
 				continue
 			}
-			for _, v := range vips {
-				if strings.Contains(l, " "+v+"/") {
-					removed = append(removed, l)
-				}
+			if vips == nil || slices.ContainsFunc(vips, func(v string) bool { return strings.Contains(l, " "+v+"/") }) {
+				removed = append(removed, l)
 			}
 		}
 	})
@@ -321,22 +310,9 @@ func TestForeignWriterFillsASet(t *testing.T) {
 	}
 	t.Logf("KUBE-CLUSTER-IP filled with %d foreign entries to its maxelem %d", maxelem-have, maxelem)
 
-	var requests, failed atomic.Int64
-	stop := make(chan struct{})
-	var loop sync.WaitGroup
-	loop.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			requests.Add(1)
-			if _, err := client.HTTP(ap("10.96.51.10:80"), 2*time.Second); err != nil {
-				failed.Add(1)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	stop := clientLoop(50*time.Millisecond, func() error {
+		_, err := client.HTTP(ap("10.96.51.10:80"), 2*time.Second)
+		return err
 	})
 	fresh, freshSlice := webService(ns, "10.96.51.11", a)
 	fresh.Name, freshSlice.Name = "fresh", "fresh-1"
@@ -357,10 +333,8 @@ func TestForeignWriterFillsASet(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
-	loop.Wait()
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d requests to the other Service failed", n, requests.Load())
+	if seen := stop(); seen.failed > 0 {
+		t.Errorf("%d of %d requests to the other Service failed; first: %v", seen.failed, seen.requests, seen.first)
 	}
 	if got, err := framework.Metric("kubeproxy_sync_proxy_rules_failed_objects"); err != nil {
 		t.Error(err)

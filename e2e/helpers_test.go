@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +155,47 @@ func expectClientSeen(t *testing.T, client *framework.Pod, to netip.AddrPort, po
 	answer, err := client.Source(to, 2*time.Second)
 	if want := pod + " " + client.IP.String(); err != nil || answer != want {
 		t.Errorf("answer %q, %v; want %q: the client's address must reach the pod", answer, err, want)
+	}
+}
+
+// loopResult is what a client loop saw.
+type loopResult struct {
+	requests, failed int64
+	first            error // the first failure
+}
+
+// clientLoop calls ask, pausing every between calls, until the returned
+// stop is called; stop waits for the loop to end and says what it saw.
+func clientLoop(every time.Duration, ask func() error) (stop func() loopResult) {
+	var res loopResult
+	var mu sync.Mutex
+	done := make(chan struct{})
+	var loop sync.WaitGroup
+	loop.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			err := ask()
+			mu.Lock()
+			res.requests++
+			if err != nil {
+				res.failed++
+				if res.first == nil {
+					res.first = err
+				}
+			}
+			mu.Unlock()
+			time.Sleep(every)
+		}
+	})
+	return func() loopResult {
+		close(done)
+		loop.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return res
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,22 +39,9 @@ func TestAPIServerOutage(t *testing.T) {
 	waitAnswerSet(t, client.HTTP, vip, "outage-a", 2, 30*time.Second)
 	waitAnswerSet(t, client.HTTP, goneVIP, "outage-a", 2, 30*time.Second)
 
-	var requests, failed atomic.Int64
-	stop := make(chan struct{})
-	var loop sync.WaitGroup
-	loop.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			requests.Add(1)
-			if _, err := client.HTTP(vip, 2*time.Second); err != nil {
-				failed.Add(1)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	stop := clientLoop(100*time.Millisecond, func() error {
+		_, err := client.HTTP(vip, 2*time.Second)
+		return err
 	})
 	const ops = "kubeproxy_sync_proxy_rules_kernel_operations_total"
 	opsBefore := gauge(t, ops)
@@ -107,12 +92,11 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
-	loop.Wait()
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d of %d requests failed across the outage", n, requests.Load())
+	seen := stop()
+	if seen.failed != 0 {
+		t.Errorf("%d of %d requests failed across the outage; first: %v", seen.failed, seen.requests, seen.first)
 	}
-	t.Logf("%d requests across the outage, none failed", requests.Load())
+	t.Logf("%d requests across the outage, %d failed", seen.requests, seen.failed)
 
 	// The relists came from expired watches (410 Gone), not from broken
 	// connections: client-go logs them through our logger at -v 4.

@@ -3,15 +3,12 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,49 +69,14 @@ func TestRestartLosesNothing(t *testing.T) {
 		t.Fatal("the blocked load balancer's rule counted no packet")
 	}
 
-	// Watch kube-ipvs0 for any address going away.
-	monitor := exec.Command("ip", "-o", "monitor", "address")
-	out, _ := monitor.StdoutPipe()
-	if err := monitor.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var removed []string
-	var monitorDone sync.WaitGroup
-	monitorDone.Add(1)
-	go func() {
-		defer monitorDone.Done()
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "Deleted") && strings.Contains(l, "kube-ipvs0") {
-				removed = append(removed, l)
-			}
-		}
-	}()
+	removedAddresses := watchRemovedAddresses(t, nil)
 
 	time.Sleep(counterSettle)
 	before := vsConnections(t, vip.String())
-	var ok, failed atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var loop sync.WaitGroup
-	loop.Add(1)
-	go func() {
-		defer loop.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := client.HTTP(vip, 2*time.Second); err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			} else {
-				ok.Add(1)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	stop := clientLoop(20*time.Millisecond, func() error {
+		_, err := client.HTTP(vip, 2*time.Second)
+		return err
+	})
 
 	time.Sleep(500 * time.Millisecond)
 	if err := old.Stop(); err != nil {
@@ -132,21 +94,19 @@ func TestRestartLosesNothing(t *testing.T) {
 	}
 	t.Logf("restarted proxier synced in %s", time.Since(start).Round(time.Millisecond))
 	time.Sleep(time.Second)
-	close(stop)
-	loop.Wait()
-	_ = monitor.Process.Kill()
-	_ = monitor.Wait()
-	monitorDone.Wait()
+	seen := stop()
+	removed := removedAddresses()
 
-	if failed.Load() > 0 {
-		t.Errorf("%d of %d requests failed across the restart; first: %v", failed.Load(), failed.Load()+ok.Load(), firstErr.Load())
+	ok := seen.requests - seen.failed
+	if seen.failed > 0 {
+		t.Errorf("%d of %d requests failed across the restart; first: %v", seen.failed, seen.requests, seen.first)
 	}
-	if ok.Load() < 20 {
-		t.Errorf("only %d requests answered; the client loop did not run", ok.Load())
+	if ok < 20 {
+		t.Errorf("only %d requests answered; the client loop did not run", ok)
 	}
 	time.Sleep(counterSettle)
-	if after := vsConnections(t, vip.String()); after < before+int(ok.Load()) {
-		t.Errorf("virtual server counter went from %d to %d over %d requests: it was re-created", before, after, ok.Load())
+	if after := vsConnections(t, vip.String()); after < before+int(ok) {
+		t.Errorf("virtual server counter went from %d to %d over %d requests: it was re-created", before, after, ok)
 	}
 	if len(removed) > 0 {
 		t.Errorf("addresses removed from kube-ipvs0 during the restart: %v", removed)

@@ -53,14 +53,7 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 	if got := kernelLines(k); !slices.Equal(got, want) {
 		t.Fatalf("kernel holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if r := refusals(ev); len(r) != 0 {
-		t.Errorf("false refusals: %q", r)
-	}
-	for _, kind := range objectKinds {
-		if n := failedObjects(t, p, string(kind)); n != 0 {
-			t.Errorf("%v failed %s objects, want none", n, kind)
-		}
-	}
+	expectNoRefusal(t, p, ev, "adds")
 	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "", "", ""
 	k.ops()
 	clock.advance(time.Minute)
@@ -76,14 +69,7 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 	if got := kernelLines(k); slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "10.96.0.11") }) {
 		t.Fatalf("ns/other left:\n%s", strings.Join(got, "\n"))
 	}
-	if r := refusals(ev); len(r) != 0 {
-		t.Errorf("false refusals of deletes: %q", r)
-	}
-	for _, kind := range objectKinds {
-		if n := failedObjects(t, p, string(kind)); n != 0 {
-			t.Errorf("%v failed %s objects after the deletes, want none", n, kind)
-		}
-	}
+	expectNoRefusal(t, p, ev, "deletes")
 	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "", "", ""
 	k.ops()
 	clock.advance(time.Minute)
@@ -135,5 +121,19 @@ func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
 	expectOps(t, k, "update-vs 10.96.0.13:80/TCP")
 	if n := failedObjects(t, p, string(kindVirtualServer)); n != 0 {
 		t.Fatalf("%v failed virtual servers after the update, want none", n)
+	}
+}
+
+// expectNoRefusal checks that writes whose answers were lost left no
+// refusal Event and no failed object.
+func expectNoRefusal(t *testing.T, p *Proxier, ev *recordedEvents, writes string) {
+	t.Helper()
+	if r := refusals(ev); len(r) != 0 {
+		t.Errorf("false refusals of %s: %q", writes, r)
+	}
+	for _, kind := range objectKinds {
+		if n := failedObjects(t, p, string(kind)); n != 0 {
+			t.Errorf("%v failed %s objects after the %s, want none", n, kind, writes)
+		}
 	}
 }
