@@ -67,8 +67,8 @@ func (p *Proxier) rewriteGlue(g *glue) {
 	_, t, err := g.rewrite()
 	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
 		zap.Durations("lock, save, restore, read back", []time.Duration{t.lock, t.save, t.restore, t.readBack}), zap.Error(err))
-	if errors.Is(err, errGlueFailing) {
-		return // whoever failed reports it
+	if errors.Is(err, errGlueFailing) || errors.Is(err, errGlueBusy) {
+		return // whoever runs or failed reports it; the chains stay behind
 	}
 	if err != nil {
 		p.metrics.IPTablesRestoreFailures.Inc()

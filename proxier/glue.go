@@ -257,31 +257,44 @@ type glue struct {
 // errGlueFailing is rewrite's answer while the chains' last write failed.
 var errGlueFailing = errors.New("the last write of the iptables chains failed; the kernel setup's retry writes them")
 
+// errGlueBusy is rewrite's answer while another goroutine runs iptables.
+var errGlueBusy = errors.New("iptables is running for a drift check or a retry")
+
 // ensure rewrites our chains and inserts the missing jumps in one
 // iptables-restore, unless nothing differs; the blocked VIPs' rules are
 // edited one by one in the same restore. readBack reads our chains back
 // after a rewrite, one more process, so that the next call can skip its
 // restore. drifted reports a rewrite of chains that had been in place.
 func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
-	return g.run(readBack, false)
+	return g.run(readBack)
 }
 
-// rewrite is ensure for a sync, which must not wait on iptables more than
-// once: when the lock was held by a run that failed (a drift check's, or a
-// retry's, that hung until its deadline), it returns errGlueFailing rather
-// than try again, and the chains wait for the kernel setup's retry.
+// rewrite is ensure for a sync, which never waits on another goroutine's
+// iptables run (a drift check's or a retry's, which may hang until its
+// deadline): while one runs it returns errGlueBusy, the chains stay behind,
+// and the sync that run's end triggers catches up. When the last run
+// failed it returns errGlueFailing, and the chains wait for the kernel
+// setup's retry.
 func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
-	return g.run(true, true)
+	if !g.mu.TryLock() {
+		return false, took, errGlueBusy
+	}
+	defer g.mu.Unlock()
+	if g.failed {
+		return false, took, errGlueFailing
+	}
+	return g.runLocked(time.Now(), true)
 }
 
-func (g *glue) run(readBack, unlessFailed bool) (drifted bool, took glueTimes, err error) {
+func (g *glue) run(readBack bool) (drifted bool, took glueTimes, err error) {
 	start := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.runLocked(start, readBack)
+}
+
+func (g *glue) runLocked(start time.Time, readBack bool) (drifted bool, took glueTimes, err error) {
 	took.lock = time.Since(start)
-	if unlessFailed && g.failed {
-		return false, took, errGlueFailing
-	}
 	g.failed = true // until it succeeds
 	lap := func(d *time.Duration) { *d = time.Since(start) }
 	saved, err := g.ipt.Save()

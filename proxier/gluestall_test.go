@@ -238,3 +238,36 @@ func TestGlueLeftBehindCatchesUp(t *testing.T) {
 		t.Errorf("rewrite once iptables works: %v", err)
 	}
 }
+
+// TestSyncDoesNotWaitForAnotherIPTablesRun: while a drift check's (or a
+// retry's) iptables run holds the glue, a sync that needs new rules writes
+// IPVS and set entries at once and leaves the chains behind; the next sync
+// after the run writes them.
+func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
+	p, k, ipt, _ := proxierPastFirstSync(t)
+	g := p.glues[0]
+	g.mu.Lock() // another goroutine's run, however long it takes
+	done := make(chan struct{})
+	go func() {
+		p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+		p.SyncNow()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		g.mu.Unlock()
+		t.Fatal("the sync waited for another goroutine's iptables run")
+	}
+	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+		t.Errorf("the Service waited for iptables:\n%s", d)
+	}
+	if strings.Contains(chains(t, ipt), externalRule) {
+		t.Error("the chains were written while another run held them")
+	}
+	g.mu.Unlock()
+	p.SyncNow()
+	if !strings.Contains(chains(t, ipt), externalRule) {
+		t.Errorf("the chains did not catch up:\n%s", chains(t, ipt))
+	}
+}
