@@ -314,9 +314,6 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 	}
 	write(ops)
 	dirty.settle(pending)
-	if dirty.only == nil {
-		r.drainRead = nil // one not planned (its retry not due) reads afresh
-	}
 	r.clearStaleFlows()
 	return errs
 }

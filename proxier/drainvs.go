@@ -96,3 +96,8 @@ func (r *reconciler) unwantEntry(e setEntry, owner types.NamespacedName) {
 		r.wantedCount[e.set]--
 	}
 }
+
+// forgetDrainRead drops the connection counts record read for this sync's
+// applies: a virtual server they did not plan (its retry not due, or not
+// among the first Services) reads afresh when it is planned.
+func (r *reconciler) forgetDrainRead() { r.drainRead = nil }

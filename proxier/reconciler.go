@@ -196,6 +196,7 @@ func (r *reconciler) record(changes []serviceChange) map[string]bool {
 func (r *reconciler) sync(first []types.NamespacedName, read *kernelRead) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.forgetDrainRead()
 	r.applyFirst(first)
 	r.apply()
 	if read != nil {
@@ -213,6 +214,7 @@ func (r *reconciler) sync(first []types.NamespacedName, read *kernelRead) {
 func (r *reconciler) programFirst(names []types.NamespacedName) (int, []error, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.forgetDrainRead()
 	if err := r.readServices(names); err != nil {
 		return 0, nil, err
 	}
