@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -41,17 +42,22 @@ type claim struct {
 }
 
 // rank orders claims of different strength; the lower wins. An allocated
-// address beats a written one, and a written one of kube-system or default,
-// where the cluster's own Services live, beats another namespace's.
+// address beats a written one; kube-system's and default's written claims,
+// where the cluster's own Services live, beat other namespaces'; and an
+// ingress IP, which only a holder of services/status writes, beats an
+// external IP, which any Service editor writes.
 func (c claim) rank() int {
-	switch {
-	case c.kind.allocated():
+	if c.kind.allocated() {
 		return 0
-	case c.service.Namespace == "kube-system" || c.service.Namespace == v1.NamespaceDefault:
-		return 1
-	default:
-		return 2
 	}
+	r := 1
+	if c.service.Namespace != "kube-system" && c.service.Namespace != v1.NamespaceDefault {
+		r += 2
+	}
+	if c.kind == viaExternalIP {
+		r++
+	}
+	return r
 }
 
 // beats says whether c wins over d: the stronger claim, then the older
@@ -74,31 +80,47 @@ func (c claim) beats(d claim) bool {
 // that name the same address, protocol and port are left out of its state,
 // so no Service can steer or firewall traffic meant for another. When the
 // winner lets go, the next claim in line takes over.
+//
+// An address that is a Service's cluster IP is that Service's on every
+// port: another Service's external or ingress IP on it loses even on a
+// port the cluster IP does not serve, so that no tenant adds ports to
+// another's Service (a DNS-over-TLS port on the cluster DNS address, say).
 type claims struct {
 	byKey map[ipvs.Key][]claim // the first is the winner
 	keys  map[types.NamespacedName][]ipvs.Key
-	// conflicting counts the losing claims.
+	// clusterIPs holds the Services of each address that is a cluster IP,
+	// written the Services with an external or ingress IP on each address,
+	// and addrs each Service's addresses of both kinds.
+	clusterIPs, written map[netip.Addr][]types.NamespacedName
+	addrs               map[types.NamespacedName]claimedAddrs
+	// lost counts each Service's lost virtual servers as of its last
+	// filter; conflicting is their sum.
+	lost        map[types.NamespacedName]int
 	conflicting int
 }
 
+// claimedAddrs are one Service's cluster IPs and written addresses.
+type claimedAddrs struct{ cluster, written []netip.Addr }
+
 func newClaims() *claims {
-	return &claims{byKey: map[ipvs.Key][]claim{}, keys: map[types.NamespacedName][]ipvs.Key{}}
+	return &claims{byKey: map[ipvs.Key][]claim{}, keys: map[types.NamespacedName][]ipvs.Key{},
+		clusterIPs: map[netip.Addr][]types.NamespacedName{}, written: map[netip.Addr][]types.NamespacedName{},
+		addrs: map[types.NamespacedName]claimedAddrs{}, lost: map[types.NamespacedName]int{}}
 }
 
 // set replaces the claims of svc (nil: deleted) from the virtual servers
 // of st, and returns the other Services that won or lost a virtual server
 // by it: their states must be filtered again.
 func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st serviceState) []types.NamespacedName {
+	touched := cs.setAddrs(name, st)
 	// Only a key with another claimant can change hands: its winner is
 	// noted before, and compared after.
-	type shared struct {
-		key ipvs.Key
-		was types.NamespacedName
-	}
-	var watch []shared
+	was := map[ipvs.Key]types.NamespacedName{}
 	note := func(k ipvs.Key, others int) {
-		if l := cs.byKey[k]; len(l) > others && !slices.ContainsFunc(watch, func(s shared) bool { return s.key == k }) {
-			watch = append(watch, shared{k, l[0].service})
+		if l := cs.byKey[k]; len(l) > others {
+			if _, ok := was[k]; !ok {
+				was[k] = l[0].service
+			}
 		}
 	}
 	for _, k := range cs.keys[name] {
@@ -122,22 +144,84 @@ func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st serviceStat
 	} else {
 		delete(cs.keys, name)
 	}
-	var touched []types.NamespacedName
-	for _, w := range watch {
+	for k, before := range was {
 		var now types.NamespacedName
-		if l := cs.byKey[w.key]; len(l) > 0 {
+		if l := cs.byKey[k]; len(l) > 0 {
 			now = l[0].service
 		}
-		if now == w.was {
+		if now == before {
 			continue
 		}
-		for _, n := range [2]types.NamespacedName{w.was, now} {
+		for _, n := range [2]types.NamespacedName{before, now} {
 			if n != name && n.Name != "" {
 				touched = append(touched, n)
 			}
 		}
 	}
 	return touched
+}
+
+// setAddrs replaces name's cluster IPs and written addresses, and returns
+// the Services with a written address on a cluster IP that came or went.
+func (cs *claims) setAddrs(name types.NamespacedName, st serviceState) []types.NamespacedName {
+	var now claimedAddrs
+	for _, v := range st.virtualServers {
+		list := &now.written
+		if v.via == viaClusterIP {
+			list = &now.cluster
+		} else if v.via == viaNodePort {
+			continue
+		}
+		if a := v.vs.Key.Address; !slices.Contains(*list, a) {
+			*list = append(*list, a)
+		}
+	}
+	old := cs.addrs[name]
+	var touched []types.NamespacedName
+	for _, a := range symmetricDifference(old.cluster, now.cluster) {
+		for _, n := range cs.written[a] {
+			if n != name {
+				touched = append(touched, n)
+			}
+		}
+	}
+	index(cs.clusterIPs, name, old.cluster, now.cluster)
+	index(cs.written, name, old.written, now.written)
+	if len(now.cluster)+len(now.written) > 0 {
+		cs.addrs[name] = now
+	} else {
+		delete(cs.addrs, name)
+	}
+	return touched
+}
+
+// index moves name from the lists of old's addresses to those of now's.
+func index(m map[netip.Addr][]types.NamespacedName, name types.NamespacedName, old, now []netip.Addr) {
+	for _, a := range old {
+		if l := slices.DeleteFunc(m[a], func(n types.NamespacedName) bool { return n == name }); len(l) > 0 {
+			m[a] = l
+		} else {
+			delete(m, a)
+		}
+	}
+	for _, a := range now {
+		m[a] = append(m[a], name)
+	}
+}
+
+func symmetricDifference(a, b []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // add puts c in k's line, keeping a Service's strongest claim on k only,
@@ -150,9 +234,6 @@ func (cs *claims) add(k ipvs.Key, c claim) bool {
 			if !c.beats(d) {
 				return false
 			}
-			if len(l) > 1 {
-				cs.conflicting-- // counted again below if still shared
-			}
 			l, had = append(l[:i], l[i+1:]...), true
 			break
 		}
@@ -161,30 +242,17 @@ func (cs *claims) add(k ipvs.Key, c claim) bool {
 	for i < len(l) && l[i].beats(c) {
 		i++
 	}
-	l = slices.Insert(l, i, c)
-	cs.byKey[k] = l
-	if len(l) > 1 {
-		cs.conflicting++
-	}
+	cs.byKey[k] = slices.Insert(l, i, c)
 	return !had
 }
 
 // drop removes name's claim on k.
 func (cs *claims) drop(k ipvs.Key, name types.NamespacedName) {
-	l := cs.byKey[k]
-	for i, d := range l {
-		if d.service != name {
-			continue
-		}
-		if len(l) > 1 {
-			cs.conflicting--
-		}
-		if len(l) == 1 {
-			delete(cs.byKey, k)
-			return
-		}
-		cs.byKey[k] = append(l[:i:i], l[i+1:]...)
-		return
+	l := slices.DeleteFunc(cs.byKey[k], func(c claim) bool { return c.service == name })
+	if len(l) == 0 {
+		delete(cs.byKey, k)
+	} else {
+		cs.byKey[k] = l
 	}
 }
 
@@ -206,18 +274,31 @@ func (c conflict) String() string {
 // is returned, unchanged, when name lost nothing.
 func (cs *claims) filter(name types.NamespacedName, st serviceState) (serviceState, []conflict) {
 	var lost []conflict
+	var isLost map[ipvs.Key]bool
 	for _, v := range st.virtualServers {
-		if l := cs.byKey[v.vs.Key]; len(l) > 1 && l[0].service != name {
-			lost = append(lost, conflict{key: v.vs.Key, kind: v.via, winner: l[0].service, winnerClaim: l[0].kind})
+		c := conflict{key: v.vs.Key, kind: v.via}
+		if owner, ok := cs.clusterIPOfAnother(name, v); ok {
+			c.winner, c.winnerClaim = owner, viaClusterIP
+		} else if l := cs.byKey[v.vs.Key]; len(l) > 1 && l[0].service != name {
+			c.winner, c.winnerClaim = l[0].service, l[0].kind
+		} else {
+			continue
 		}
+		if isLost[c.key] {
+			continue // wanted twice: as an external and an ingress IP, say
+		}
+		if isLost == nil {
+			isLost = map[ipvs.Key]bool{}
+		}
+		isLost[c.key] = true
+		lost = append(lost, c)
 	}
+	cs.conflicting += len(lost) - cs.lost[name]
 	if len(lost) == 0 {
+		delete(cs.lost, name)
 		return st, nil
 	}
-	isLost := make(map[ipvs.Key]bool, len(lost))
-	for _, c := range lost {
-		isLost[c.key] = true
-	}
+	cs.lost[name] = len(lost)
 	names := func(e ipset.Entry) bool {
 		if !e.IP.IsValid() || e.Port == 0 {
 			return false
@@ -249,6 +330,20 @@ func (cs *claims) filter(name types.NamespacedName, st serviceState) (serviceSta
 		}
 	}
 	return out, lost
+}
+
+// clusterIPOfAnother returns the Service whose cluster IP v's written
+// address (an external or ingress IP) is, if it is another Service's.
+func (cs *claims) clusterIPOfAnother(name types.NamespacedName, v virtualServerState) (types.NamespacedName, bool) {
+	if v.via.allocated() {
+		return types.NamespacedName{}, false
+	}
+	for _, n := range cs.clusterIPs[v.vs.Key.Address] {
+		if n != name {
+			return n, true
+		}
+	}
+	return types.NamespacedName{}, false
 }
 
 // conflictProblems describes lost virtual servers for the operator, a few

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,8 @@ func TestClaimOrder(t *testing.T) {
 		{"a tenant's cluster IP over kube-system's external IP", c("zz", viaClusterIP, 0, "b"), c("kube-system", viaExternalIP, time.Hour, "a")},
 		{"the older of two external IPs", c("zz", viaExternalIP, time.Hour, "b"), c("aa", viaExternalIP, 0, "a")},
 		{"the lower UID at the same age", c("zz", viaExternalIP, 0, "a"), c("aa", viaExternalIP, 0, "b")},
+		{"an ingress IP over an older external IP", c("zz", viaLoadBalancer, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
+		{"kube-system's external IP over a tenant's ingress IP", c("kube-system", viaExternalIP, 0, "b"), c("aa", viaLoadBalancer, time.Hour, "a")},
 	}
 	for _, tc := range cases {
 		if !tc.win.beats(tc.loses) || tc.loses.beats(tc.win) {
@@ -153,4 +156,94 @@ func gaugeValue(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
 		t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// An address that is a Service's cluster IP is that Service's on every
+// port: another Service's external IP on it gets no port there, not even
+// one the cluster IP does not serve; once the cluster IP is gone it does.
+func TestExternalIPOnAnotherClusterIPGetsNoPort(t *testing.T) {
+	p, k, ev := syncedProxier(t)
+	dns, dnsEPs := claimant("kube-system", "kube-dns", "10.96.0.10", epoch.Add(time.Hour), "b", "10.244.0.53")
+	tls, tlsEPs := claimant("aaa", "dot", "10.96.0.77", epoch, "a", "10.244.0.66")
+	tls.Spec.Ports[0].Port = 853
+	tls.Spec.ExternalIPs = []string{"10.96.0.10"}
+	for _, o := range []struct {
+		s  *v1.Service
+		sl *discovery.EndpointSlice
+	}{{dns, dnsEPs}, {tls, tlsEPs}} {
+		p.OnServiceAdd(o.s)
+		p.OnEndpointSliceAdd(o.sl)
+	}
+	p.SyncNow()
+	if d := k.ipvs.Dump(); strings.Contains(d, "10.96.0.10:853") {
+		t.Fatalf("a port was added to kube-dns' cluster IP:\n%s", d)
+	}
+	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 1 {
+		t.Errorf("conflicting claims gauge = %v, want 1", got)
+	}
+	if !slices.ContainsFunc(*ev, func(e string) bool { return strings.Contains(e, "kube-system/kube-dns") }) {
+		t.Errorf("no Warning names the cluster IP's Service: %q", *ev)
+	}
+
+	p.OnServiceDelete(dns)
+	p.OnEndpointSliceDelete(dnsEPs)
+	p.SyncNow()
+	if d := k.ipvs.Dump(); !strings.Contains(d, "-a 10.96.0.10:853/TCP -r 10.244.0.66:6443 -w 1") {
+		t.Fatalf("the external IP did not get its port once the cluster IP was gone:\n%s", d)
+	}
+	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 0 {
+		t.Errorf("conflicting claims gauge = %v, want 0", got)
+	}
+}
+
+// A Service recomputed because it lost or won a virtual server can hand
+// another on in turn (here it was deleted meanwhile, as an informer event
+// between the tracker's take and peek would have it): the Service next in
+// line is recomputed in the same sync, however long the chain.
+func TestHandOverFollowsTheChain(t *testing.T) {
+	p, _, _ := syncedProxier(t)
+	b, bEPs := claimant("bbb", "b", "10.96.0.2", epoch, "b", "10.244.0.2")
+	c, cEPs := claimant("ccc", "c", "10.96.0.3", epoch.Add(time.Hour), "c", "10.244.0.3")
+	b.Spec.ExternalIPs = []string{"203.0.113.1", "203.0.113.2"}
+	c.Spec.ExternalIPs = []string{"203.0.113.1"}
+	for _, o := range []struct {
+		s  *v1.Service
+		sl *discovery.EndpointSlice
+	}{{b, bEPs}, {c, cEPs}} {
+		p.OnServiceAdd(o.s)
+		p.OnEndpointSliceAdd(o.sl)
+	}
+	p.SyncNow()
+
+	// a, older than b, takes b's second external IP; b, recomputed, is
+	// found deleted; c must get 203.0.113.1 back.
+	a, aEPs := claimant("aaa", "a", "10.96.0.1", epoch.Add(-time.Hour), "a", "10.244.0.1")
+	a.Spec.ExternalIPs = []string{"203.0.113.2"}
+	bName := types.NamespacedName{Namespace: "bbb", Name: "b"}
+	more := func(names []types.NamespacedName) []serviceInput {
+		var out []serviceInput
+		for _, n := range names {
+			if n == bName {
+				out = append(out, serviceInput{name: n}) // deleted meanwhile
+			} else {
+				out = append(out, p.changeTracker.peek([]types.NamespacedName{n})...)
+			}
+		}
+		return out
+	}
+	changes := p.changes([]serviceInput{{name: types.NamespacedName{Namespace: "aaa", Name: "a"}, service: a, slices: []*discovery.EndpointSlice{aEPs}}}, more)
+	cName := types.NamespacedName{Namespace: "ccc", Name: "c"}
+	i := slices.IndexFunc(changes, func(ch serviceChange) bool { return ch.name == cName })
+	if i < 0 {
+		var names []string
+		for _, ch := range changes {
+			names = append(names, ch.name.String())
+		}
+		t.Fatalf("c was not recomputed: changes for %v", names)
+	}
+	if !slices.ContainsFunc(changes[i].state.virtualServers, func(v virtualServerState) bool {
+		return v.vs.Key.Address.String() == "203.0.113.1"
+	}) {
+		t.Errorf("c did not get 203.0.113.1 back: %+v", changes[i].state.virtualServers)
+	}
 }
