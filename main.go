@@ -483,7 +483,8 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 	}
 
 	// Warnings about Services go through a poster that names each Event by
-	// what it says, so every node and every restart shares one object.
+	// what it says: the same warning from every node and every restart is
+	// one object.
 	warnings := kevents.New(client.EventsV1(), "kube-proxy", cfg.NodeName, log.Named("events"))
 	go warnings.Run(ctx)
 	p := proxier.New(cfg, kernel, log, health, m, warnings)

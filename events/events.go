@@ -10,11 +10,14 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,11 +33,15 @@ const NoteMax = 1024
 
 // Limits: a burst covers a node start that finds a few dozen bad Services,
 // then one Event every 5 s; what does not fit in the queue is dropped and
-// counted (the log line and the gauges still tell).
+// counted (the log line and the gauges still tell). One object gets one
+// Event per perObject at most, so a tenant who keeps changing what is wrong
+// with a Service can neither crowd out others' Events nor make every node
+// post one per edit.
 const (
-	queueLen = 200
-	burst    = 25
-	qps      = 0.2
+	queueLen  = 200
+	burst     = 25
+	qps       = 0.2
+	perObject = 5 * time.Minute
 )
 
 // Poster posts Events through events.k8s.io/v1 under names derived from
@@ -47,13 +54,19 @@ type Poster struct {
 	limiter              flowcontrol.RateLimiter
 	dropped              atomic.Int64
 	now                  func() time.Time
+
+	mu sync.Mutex
+	// last is when each object (by UID, or kind/namespace/name) last had
+	// an Event queued.
+	last map[string]time.Time
 }
 
 // New posts as controller (kube-proxy's "kube-proxy"), from instance (the
 // node's name).
 func New(client typedeventsv1.EventsV1Interface, controller, instance string, log *zap.Logger) *Poster {
 	return &Poster{client: client, controller: controller, instance: instance, log: log,
-		queue: make(chan *eventsv1.Event, queueLen), limiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst), now: time.Now}
+		queue: make(chan *eventsv1.Event, queueLen), limiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst), now: time.Now,
+		last: map[string]time.Time{}}
 }
 
 // Eventf queues an Event about regarding; it never blocks.
@@ -61,6 +74,10 @@ func (p *Poster) Eventf(regarding, related runtime.Object, eventtype, reason, ac
 	ref, err := reference.GetReference(scheme.Scheme, regarding)
 	if err != nil {
 		p.log.Warn("no Event: cannot refer to the object", zap.Error(err))
+		return
+	}
+	if !p.due(ref) {
+		p.dropped.Add(1)
 		return
 	}
 	msg := Truncate(fmt.Sprintf(note, args...), NoteMax)
@@ -89,6 +106,25 @@ func (p *Poster) Eventf(regarding, related runtime.Object, eventtype, reason, ac
 	default:
 		p.dropped.Add(1)
 	}
+}
+
+// due says whether ref may have an Event now, and if so notes that it has.
+func (p *Poster) due(ref *v1.ObjectReference) bool {
+	key := string(ref.UID)
+	if key == "" {
+		key = ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+	}
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.last[key]; ok && now.Sub(t) < perObject {
+		return false
+	}
+	if len(p.last) >= 4096 { // forget the objects whose wait is over
+		maps.DeleteFunc(p.last, func(_ string, t time.Time) bool { return now.Sub(t) >= perObject })
+	}
+	p.last[key] = now
+	return true
 }
 
 // Run posts queued Events until ctx is done.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func TestLongNotesAreCutToWhatTheAPIAccepts(t *testing.T) {
 func TestEventfNeverBlocks(t *testing.T) {
 	p := New(fake.NewClientset().EventsV1(), "kube-proxy", "node-a", zap.NewNop())
 	for i := range queueLen + 10 {
-		p.Eventf(service("s", "4"), nil, v1.EventTypeWarning, "InvalidService", "Sync", "%d", i)
+		p.Eventf(service(fmt.Sprint("s", i), fmt.Sprint(i)), nil, v1.EventTypeWarning, "InvalidService", "Sync", "%d", i)
 	}
 	if got := p.dropped.Load(); got != 10 {
 		t.Fatalf("dropped %d, want 10", got)
@@ -95,5 +96,26 @@ func TestNameIsAValidObjectName(t *testing.T) {
 	}
 	if Name("s", "u", "Warning", "R", "one") == Name("s", "u", "Warning", "R", "two") {
 		t.Fatal("different notes share a name")
+	}
+}
+
+// A tenant who keeps changing what is wrong with one Service gets one
+// Event per object every few minutes, and cannot crowd out another's.
+func TestOneObjectOneEventPerWait(t *testing.T) {
+	p := New(fake.NewClientset().EventsV1(), "kube-proxy", "node-a", zap.NewNop())
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	noisy, other := service("noisy", "5"), service("other", "6")
+	for i := range 50 {
+		p.Eventf(noisy, nil, v1.EventTypeWarning, "InvalidService", "Sync", "edit %d", i)
+	}
+	p.Eventf(other, nil, v1.EventTypeWarning, "InvalidService", "Sync", "bad")
+	if n := len(p.queue); n != 2 {
+		t.Fatalf("%d Events queued, want one for each object", n)
+	}
+	now = now.Add(perObject)
+	p.Eventf(noisy, nil, v1.EventTypeWarning, "InvalidService", "Sync", "edit 50")
+	if n := len(p.queue); n != 3 {
+		t.Fatalf("%d Events queued once the wait was over, want 3", n)
 	}
 }
