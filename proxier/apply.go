@@ -377,8 +377,8 @@ const opsPerWrite = 4096
 // planVirtualServer appends the writes that make one virtual server and its
 // real servers match the desired state, as the reconciler believes the
 // kernel is, leaving out those whose retry is not due (deferred says some
-// were). Unwanted TCP real servers are not deleted but drained: weight 0
-// until their connections end.
+// were). An unwanted TCP real server that carries connections is drained
+// (weight 0 until they end); one that carries none is deleted (see drain.go).
 func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time) (_ []ipvs.Op, deferred bool) {
 	want, wanted := r.vs.want.get(k)
 	have, exists := r.vs.have[k]

@@ -20,8 +20,8 @@ func (r *reconciler) endDrained() {
 // connections (active or inactive: TIME_WAIT holds one for two minutes)
 // stays at weight 0 until they end; one that carries none is deleted at
 // once, and so are UDP and SCTP ones. Whether it carries any is read when
-// its drain would start: one dump of its virtual server's real servers,
-// whatever the Service's size, and only when a TCP real server goes.
+// its drain would start: one dump of that virtual server's real servers,
+// however many of them go, and only when a TCP real server goes.
 
 // connected says a real server carries connections.
 func connected(rs ipvs.RealServer) bool { return rs.ActiveConns+rs.InactiveConns > 0 }
