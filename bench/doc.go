@@ -6,5 +6,8 @@
 //
 // Scenarios so far: cold start (time until the kernel holds the complete
 // state, and until default/kubernetes alone is programmed) and one change
-// (an endpoint added to one Service: write → kernel latency).
+// (an endpoint added to one Service: write → kernel latency), churn, steady
+// sync and restart; and, only when asked (-scenarios big-service), one
+// Service of 90,300 virtual servers added and deleted while ordinary
+// Services change beside it (bigservice.go).
 package main

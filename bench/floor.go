@@ -35,36 +35,11 @@ func floorColdStart(k kernel, n, perService int, mix string) (kubeReady, complet
 			return 0, 0, 0, err
 		}
 	}
-	write := func(o kernelObjects, reals []netip.AddrPort) error {
-		t := time.Now()
-		for _, a := range o.addresses {
-			if err := k.links.AddAddresses([]netip.Addr{a})[0]; err != nil {
-				return err
-			}
-		}
-		addresses += time.Since(t)
-		for _, e := range o.entries {
-			if err := k.sets.AddEntries(e.set, []ipset.Entry{e.entry})[0]; err != nil {
-				return fmt.Errorf("%s %s: %w", e.set, e.entry, err)
-			}
-		}
-		for _, key := range o.virtualServers {
-			vs := ipvs.VirtualServer{Key: key, Scheduler: "rr"}
-			if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs}})[0]; err != nil {
-				return err
-			}
-			for _, r := range reals {
-				rs := ipvs.RealServer{Address: r.Addr(), Port: r.Port(), Weight: 1}
-				if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddRS, VS: vs, RS: rs}})[0]; err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
 	kube := kernelObjects{virtualServers: []ipvs.Key{kubeKey}, addresses: []netip.Addr{kubeVIP},
 		entries: []benchEntry{{"KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: "tcp", Port: 443}}, {"KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}}}}
-	if err := write(kube, []netip.AddrPort{kubeReal}); err != nil {
+	took, err := floorWrite(k, kube, func(ipvs.Key) []netip.AddrPort { return []netip.AddrPort{kubeReal} })
+	addresses += took
+	if err != nil {
 		return 0, 0, 0, err
 	}
 	kubeReady = time.Since(start)
@@ -74,11 +49,44 @@ func floorColdStart(k kernel, n, perService int, mix string) (kubeReady, complet
 		for j := range reals {
 			reals[j] = netip.AddrPortFrom(endpointIP(i, j, perService), 8080)
 		}
-		if err := write(objectsOf(i, mix, nodeAddrs), reals); err != nil {
+		took, err := floorWrite(k, objectsOf(i, mix, nodeAddrs), func(ipvs.Key) []netip.AddrPort { return reals })
+		addresses += took
+		if err != nil {
 			return 0, 0, 0, err
 		}
 	}
 	return kubeReady, time.Since(start), addresses, nil
+}
+
+// floorWrite writes one Service's kernel objects with one netlink message
+// per system call, each virtual server with realsOf its real servers, and
+// returns how long the addresses took.
+func floorWrite(k kernel, o kernelObjects, realsOf func(ipvs.Key) []netip.AddrPort) (addresses time.Duration, err error) {
+	t := time.Now()
+	for _, a := range o.addresses {
+		if err := k.links.AddAddresses([]netip.Addr{a})[0]; err != nil {
+			return time.Since(t), err
+		}
+	}
+	addresses = time.Since(t)
+	for _, e := range o.entries {
+		if err := k.sets.AddEntries(e.set, []ipset.Entry{e.entry})[0]; err != nil {
+			return addresses, fmt.Errorf("%s %s: %w", e.set, e.entry, err)
+		}
+	}
+	for _, key := range o.virtualServers {
+		vs := ipvs.VirtualServer{Key: key, Scheduler: "rr"}
+		if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs}})[0]; err != nil {
+			return addresses, err
+		}
+		for _, r := range realsOf(key) {
+			rs := ipvs.RealServer{Address: r.Addr(), Port: r.Port(), Weight: 1}
+			if err := k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddRS, VS: vs, RS: rs}})[0]; err != nil {
+				return addresses, err
+			}
+		}
+	}
+	return addresses, nil
 }
 
 // serviceRange holds every ClusterIP the bench allocates.
@@ -112,11 +120,23 @@ func floorLocalRoute(k kernel) (time.Duration, error) {
 // the API write, its watch event, and one netlink call. Samples alternate
 // between adding an endpoint and removing it again.
 func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) (fromSent, fromWritten []time.Duration, err error) {
+	err = floorSamples(env, k, n, perService, extraBase, func(s int) bool { return s < samples },
+		func(_ time.Time, sent, written time.Duration) {
+			fromSent, fromWritten = append(fromSent, sent), append(fromWritten, written)
+		})
+	return fromSent, fromWritten, err
+}
+
+// floorSamples makes floor one-change samples while more(sample) says so,
+// their added endpoints from base on, and gives each to got: when it was
+// sent, and its time from the write sent and from its answer.
+func floorSamples(env *framework.Env, k kernel, n, perService int, base netip.Addr, more func(int) bool,
+	got func(sent time.Time, fromSent, fromWritten time.Duration)) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := env.Admin.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer w.Stop()
 	// The watch starts with the current state; later events are ours.
@@ -136,10 +156,10 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) (f
 			}
 		}
 	}
-	for s := 0; s < samples; s++ {
+	for s := 0; more(s); s++ {
 		i := (s / 2 * 7919) % n
 		key := ipvs.Key{Address: serviceIP(i), Protocol: ipvs.TCP, Port: 80}
-		added := ipvs.RealServer{Address: offset(extraBase, s/2), Port: 8080, Weight: 1}
+		added := ipvs.RealServer{Address: offset(base, s/2), Port: 8080, Weight: 1}
 		sl := benchSlice(i, perService)
 		if s%2 == 0 {
 			sl = benchSlice(i, perService, added.Address)
@@ -149,11 +169,11 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) (f
 		cur, err := env.Admin.DiscoveryV1().EndpointSlices(namespace).Update(wctx, triggered(sl), metav1.UpdateOptions{})
 		wcancel()
 		if err != nil {
-			return fromSent, fromWritten, err
+			return err
 		}
 		written := time.Now()
 		if err := seen(cur.Name, cur.ResourceVersion); err != nil {
-			return fromSent, fromWritten, err
+			return err
 		}
 		op := ipvs.Op{Kind: ipvs.AddRS, VS: ipvs.VirtualServer{Key: key}, RS: added}
 		if s%2 == 1 {
@@ -161,13 +181,12 @@ func floorOneChange(env *framework.Env, k kernel, n, perService, samples int) (f
 		}
 		err = k.ipvs.Write([]ipvs.Op{op})[0]
 		if err != nil {
-			return fromSent, fromWritten, err
+			return err
 		}
-		fromSent = append(fromSent, time.Since(start))
-		fromWritten = append(fromWritten, time.Since(written))
+		got(start, time.Since(start), time.Since(written))
 		time.Sleep(200 * time.Millisecond) // no rate limit to wait out
 	}
-	return fromSent, fromWritten, nil
+	return nil
 }
 
 // extraBase is where the endpoints added by the one-change scenario live.

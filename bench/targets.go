@@ -98,6 +98,17 @@ func targets(records []record) []target {
 					fmt.Sprintf("%s vs %s", fmtMs(one.P99ms), fmtMs(&limit)), verdict(*one.P99ms <= limit)})
 			}
 		}
+		for i := range records {
+			r := &records[i]
+			if r.Proxier != ours || r.Scenario != "big-service" || r.Services != n || r.MaxMs == nil || r.LongestSyncMs == nil ||
+				(r.Change != "program" && r.Change != "endpoint" && r.Change != "delete") {
+				continue
+			}
+			ts = append(ts, target{"another Service's change delayed by at most one sync (+1 s) while a 90,300-virtual-server Service is " +
+				map[string]string{"program": "added", "endpoint": "given a new endpoint", "delete": "deleted"}[r.Change], scale,
+				fmt.Sprintf("max %s vs longest sync %s", fmtMs(r.MaxMs), fmtMs(r.LongestSyncMs)),
+				verdict(withinOneSync(msDuration(*r.MaxMs), msDuration(*r.LongestSyncMs)))})
+		}
 		steady, upSteady := find(records, ours, "steady-sync", n), find(records, "kube-proxy", "steady-sync", n)
 		if steady != nil && upSteady != nil && steady.CPUs != nil && upSteady.CPUs != nil && *steady.CPUs > 0 {
 			ts = append(ts, target{"periodic full sync ≥ 10× less CPU than upstream's", scale,
