@@ -43,10 +43,8 @@ func (r *reconciler) startDrain(k ipvs.Key) {
 	if _, bound := r.addr.have[k.Address]; !bound {
 		return
 	}
-	// No apply runs meanwhile (r.mu), so the kernel is asked directly.
 	// Unread, it drains: the drift check decides.
-	if reals, err := r.ipvs.RealServers(k); err == nil {
-		read := newRealSet(reals)
+	if read := r.readForDrain(k); read != nil {
 		if !slices.ContainsFunc(read.members(), connected) {
 			return
 		}
@@ -99,5 +97,6 @@ func (r *reconciler) unwantEntry(e setEntry, owner types.NamespacedName) {
 
 // forgetDrainRead drops the connection counts record read for this sync's
 // applies: a virtual server they did not plan (its retry not due, or not
-// among the first Services) reads afresh when it is planned.
-func (r *reconciler) forgetDrainRead() { r.drainRead = nil }
+// among the first Services) reads afresh when it is planned. The next sync
+// has a fresh budget of reads.
+func (r *reconciler) forgetDrainRead() { r.drainRead, r.drainReads = nil, 0 }

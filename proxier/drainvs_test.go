@@ -131,3 +131,45 @@ func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 	mustRefresh(t, r)
 	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.5:8080", "delete-vs 10.96.0.2:80/TCP")
 }
+
+// A Service of very many virtual servers lets them go: one sync reads at
+// most drainReadsMax of them to see whether they carry connections; the
+// rest drain, and a drift check deletes them once it sees none.
+func TestDrainReadsAreBoundedPerSync(t *testing.T) {
+	k := newFakeKernel(t)
+	r := k.reconciler()
+	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
+	r.ipvs = d
+	var big serviceState
+	for port := range uint16(drainReadsMax + 6) {
+		st := state("10.96.0.1", 1000+port, "10.244.0.1:8080")
+		big.virtualServers = append(big.virtualServers, st.virtualServers...)
+		big.entries = append(big.entries, st.entries[0])
+	}
+	big.addresses = []netip.Addr{netip.MustParseAddr("10.96.0.1")}
+	big.entries = append(big.entries, setEntry{setIPVSIPs, ipset.Entry{IP: big.addresses[0]}})
+	r.setService(name("big"), big)
+	mustApply(t, r)
+	clear(d.dumped)
+
+	r.record([]serviceChange{{name: name("big")}}) // deleted
+	r.sync(nil, nil)
+	dumps := 0
+	for _, n := range d.dumped {
+		dumps += n
+	}
+	if dumps > drainReadsMax {
+		t.Errorf("%d real-server dumps in one sync, want at most %d", dumps, drainReadsMax)
+	}
+	if left := strings.Count(k.ipvs.Dump(), "-A "); left == 0 || left > 6 {
+		t.Errorf("%d virtual servers left to drain, want the few past the budget", left)
+	}
+
+	if err := refresh(r); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+	if got := k.ipvs.Dump(); got != "" {
+		t.Errorf("the drift check did not delete what drained:\n%s", got)
+	}
+}

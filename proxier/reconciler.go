@@ -67,6 +67,8 @@ type reconciler struct {
 	// startDrain read of a virtual server, for the apply that follows
 	// (see connectionsOf).
 	drainRead map[ipvs.Key]*realSet
+	// drainReads counts the dumps made for drains this sync (drainReadsMax).
+	drainReads int
 
 	// conntrack deletes the entries of UDP flows to removed real servers;
 	// staleFlows are those an apply found, conntrackCleared and
