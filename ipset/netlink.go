@@ -81,7 +81,7 @@ func (n *Netlink) EnsureSet(s Set) error {
 func (n *Netlink) Entries(set string) ([]Entry, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	res, err := n.h.IpsetList(set)
+	res, err := listContained(n.h.IpsetList, set)
 	if err != nil {
 		return nil, fmt.Errorf("list ipset %s: %w", set, err)
 	}
@@ -90,6 +90,19 @@ func (n *Netlink) Entries(set string) ([]Entry, error) {
 		out = append(out, fromLib(e))
 	}
 	return out, nil
+}
+
+// listContained calls list, turning a panic into an error: the netlink
+// library's IpsetList asserts that every failed request's error is an
+// errno, and panics on any other (an interrupted dump, a receive error),
+// which would take the drift check, and the proxier, down.
+func listContained(list func(string) (*netlink.IPSetResult, error), set string) (res *netlink.IPSetResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("the netlink library failed: %v", r)
+		}
+	}()
+	return list(set)
 }
 
 // listHeaderOnly is IPSET_FLAG_LIST_HEADER: a list request answered with
