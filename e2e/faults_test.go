@@ -309,6 +309,14 @@ func TestForeignWriterFillsASet(t *testing.T) {
 		t.Fatalf("filling the set: %v: %s", err, out)
 	}
 	t.Logf("KUBE-CLUSTER-IP filled with %d foreign entries to its maxelem %d", maxelem-have, maxelem)
+	// Whether the kernel now refuses an add, as the proxier's next one
+	// meets it.
+	if out, err := exec.Command("ipset", "add", "KUBE-CLUSTER-IP", "10.99.99.99,tcp:1").CombinedOutput(); err == nil {
+		t.Logf("the kernel took one more entry past maxelem %d", maxelem)
+		_ = exec.Command("ipset", "del", "KUBE-CLUSTER-IP", "10.99.99.99,tcp:1").Run()
+	} else {
+		t.Logf("the kernel refuses one more entry: %s", strings.TrimSpace(string(out)))
+	}
 
 	stop := clientLoop(50*time.Millisecond, func() error {
 		_, err := client.HTTP(ap("10.96.51.10:80"), 2*time.Second)
@@ -320,7 +328,11 @@ func TestForeignWriterFillsASet(t *testing.T) {
 	mustApply(t, fresh, freshSlice)
 	waitAnswerSet(t, client.HTTP, ap("10.96.51.11:80"), "fullset-a", 2, 30*time.Second)
 	entry := ipset.Entry{IP: mustAddr("10.96.51.11"), Protocol: "tcp", Port: 80}
+	refused := false // the entry reported as a failed object meanwhile
 	eventually(t, "the new entry in the set, the foreign ones gone", 60*time.Second, func() error {
+		if n, err := framework.Scrape(); err == nil && n[`kubeproxy_sync_proxy_rules_failed_objects{kind="set_entry"}`] > 0 {
+			refused = true
+		}
 		if !hasEntry(t, "KUBE-CLUSTER-IP", entry) {
 			return fmt.Errorf("no entry %v", entry)
 		}
@@ -328,11 +340,13 @@ func TestForeignWriterFillsASet(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		t.Logf("the entry is in; the set's header: %s", strings.Join(strings.Fields(out), " "))
 		if strings.Contains(out, fmt.Sprintf("Number of entries: %d\n", maxelem)) {
 			return fmt.Errorf("the set still holds %d entries", maxelem)
 		}
 		return nil
 	})
+	t.Logf("the entry was reported as a failed object meanwhile: %v", refused)
 	if seen := stop(); seen.failed > 0 {
 		t.Errorf("%d of %d requests to the other Service failed; first: %v", seen.failed, seen.requests, seen.first)
 	}
