@@ -49,8 +49,7 @@ func TestExternalIPNeverTakesAnotherServicesClusterIP(t *testing.T) {
 		evil.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/32"}
 		evil.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.96.0.1"}}
 		add := func(s *v1.Service, sl *discovery.EndpointSlice) {
-			p.OnServiceAdd(s)
-			p.OnEndpointSliceAdd(sl)
+			addService(p, s, sl)
 			p.SyncNow()
 		}
 		if attackerFirst {
@@ -167,13 +166,8 @@ func TestExternalIPOnAnotherClusterIPGetsNoPort(t *testing.T) {
 	tls, tlsEPs := claimant("aaa", "dot", "10.96.0.77", epoch, "a", "10.244.0.66")
 	tls.Spec.Ports[0].Port = 853
 	tls.Spec.ExternalIPs = []string{"10.96.0.10"}
-	for _, o := range []struct {
-		s  *v1.Service
-		sl *discovery.EndpointSlice
-	}{{dns, dnsEPs}, {tls, tlsEPs}} {
-		p.OnServiceAdd(o.s)
-		p.OnEndpointSliceAdd(o.sl)
-	}
+	addService(p, dns, dnsEPs)
+	addService(p, tls, tlsEPs)
 	p.SyncNow()
 	if d := k.ipvs.Dump(); strings.Contains(d, "10.96.0.10:853") {
 		t.Fatalf("a port was added to kube-dns' cluster IP:\n%s", d)
@@ -206,13 +200,8 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 	c, cEPs := claimant("ccc", "c", "10.96.0.3", epoch.Add(time.Hour), "c", "10.244.0.3")
 	b.Spec.ExternalIPs = []string{"203.0.113.1", "203.0.113.2"}
 	c.Spec.ExternalIPs = []string{"203.0.113.1"}
-	for _, o := range []struct {
-		s  *v1.Service
-		sl *discovery.EndpointSlice
-	}{{b, bEPs}, {c, cEPs}} {
-		p.OnServiceAdd(o.s)
-		p.OnEndpointSliceAdd(o.sl)
-	}
+	addService(p, b, bEPs)
+	addService(p, c, cEPs)
 	p.SyncNow()
 
 	// a, older than b, takes b's second external IP; b, recomputed, is
@@ -246,4 +235,10 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 	}) {
 		t.Errorf("c did not get 203.0.113.1 back: %+v", changes[i].state.virtualServers)
 	}
+}
+
+// addService hands the proxier a Service and its slice, as the informers do.
+func addService(p *Proxier, s *v1.Service, sl *discovery.EndpointSlice) {
+	p.OnServiceAdd(s)
+	p.OnEndpointSliceAdd(sl)
 }
