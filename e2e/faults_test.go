@@ -360,3 +360,103 @@ func TestForeignWriterFillsASet(t *testing.T) {
 		}
 	}
 }
+
+// TestAFullSetRefusesAnEntry: with no drift check due (a sync period of an
+// hour), another program fills KUBE-CLUSTER-IP to its maxelem. A new
+// Service's entry is refused: it is reported as a failed object (one log
+// line) and retried alone, while its virtual server and address are
+// programmed (without its entry KUBE-IPVS-FILTER refuses new connections
+// to it, as upstream's would) and another Service answers throughout. Once
+// the foreign entries go, a retry writes the entry, the new Service
+// answers, and nothing is left failed. Serial: it replaces the shared
+// proxier.
+func TestAFullSetRefusesAnEntry(t *testing.T) {
+	old := ourProxier(t)
+	if err := old.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	replaceProxier(t, nil)
+	start := time.Now()
+	p, err := framework.StartOurs(env, "kube-ipvs-proxy-full-set", append(slices.Clone(proxierFlags), "--ipvs-sync-period", "1h")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() }) // the next test starts a shared one again
+	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "refusedentry"
+	mustNamespace(t, ns)
+	a := mustPod(t, "refused-a", "10.244.52.1", true)
+	client := mustPod(t, "refused-client", "10.244.52.100", false)
+	other, otherSlice := webService(ns, "10.96.52.10", a)
+	mustApply(t, other, otherSlice)
+	waitAnswerSet(t, client.HTTP, ap("10.96.52.10:80"), "refused-a", 2, 30*time.Second)
+
+	header, err := framework.Output("ipset", "list", "-t", "KUBE-CLUSTER-IP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxelem, have int
+	for _, l := range strings.Split(header, "\n") {
+		if _, rest, ok := strings.Cut(l, "maxelem "); ok {
+			fmt.Sscanf(rest, "%d", &maxelem)
+		}
+		if n, ok := strings.CutPrefix(l, "Number of entries: "); ok {
+			fmt.Sscanf(n, "%d", &have)
+		}
+	}
+	var fill, unfill strings.Builder
+	for i := range maxelem - have {
+		e := fmt.Sprintf("KUBE-CLUSTER-IP 10.%d.%d.%d,tcp:1\n", 200+i>>16, i>>8&255, i&255)
+		fill.WriteString("add " + e)
+		unfill.WriteString("del " + e)
+	}
+	if out, err := runWithInput(fill.String(), "ipset", "restore", "-exist"); err != nil {
+		t.Fatalf("filling the set: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = runWithInput(unfill.String(), "ipset", "restore", "-exist") })
+
+	stop := clientLoop(50*time.Millisecond, func() error {
+		_, err := client.HTTP(ap("10.96.52.10:80"), 2*time.Second)
+		return err
+	})
+	fresh, freshSlice := webService(ns, "10.96.52.11", a)
+	fresh.Name, freshSlice.Name = "fresh", "fresh-1"
+	freshSlice.Labels[discovery.LabelServiceName] = "fresh"
+	mustApply(t, fresh, freshSlice)
+	const failedEntries = `kubeproxy_sync_proxy_rules_failed_objects{kind="set_entry"}`
+	eventually(t, "the refused entry reported as a failed object", 30*time.Second, func() error {
+		if n, err := framework.Scrape(); err != nil || n[failedEntries] < 1 {
+			return fmt.Errorf("%s = %v (%v)", failedEntries, n[failedEntries], err)
+		}
+		return nil
+	})
+	entry := ipset.Entry{IP: mustAddr("10.96.52.11"), Protocol: "tcp", Port: 80}
+	if hasEntry(t, "KUBE-CLUSTER-IP", entry) {
+		t.Fatal("the entry is in a full set")
+	}
+	if !hasVirtualServer(t, ipvs.Key{Address: entry.IP, Protocol: ipvs.TCP, Port: 80}) || !hasAddress(t, entry.IP) {
+		t.Error("the Service's virtual server or address waits for its refused entry")
+	}
+
+	if out, err := runWithInput(unfill.String(), "ipset", "restore", "-exist"); err != nil {
+		t.Fatalf("emptying the set: %v: %s", err, out)
+	}
+	eventually(t, "the entry written by a retry, nothing failed", 90*time.Second, func() error {
+		if !hasEntry(t, "KUBE-CLUSTER-IP", entry) {
+			return fmt.Errorf("no entry %v", entry)
+		}
+		if n, err := framework.Scrape(); err != nil || n[failedEntries] != 0 {
+			return fmt.Errorf("%s = %v (%v)", failedEntries, n[failedEntries], err)
+		}
+		return nil
+	})
+	waitAnswerSet(t, client.HTTP, ap("10.96.52.11:80"), "refused-a", 2, 30*time.Second)
+	if seen := stop(); seen.failed > 0 {
+		t.Errorf("%d of %d requests to the other Service failed; first: %v", seen.failed, seen.requests, seen.first)
+	}
+	if n := logLines(t, p, "kernel refused an object", "10.96.52.11"); n != 1 {
+		t.Errorf("%d warning lines for the refused entry, want one however often it is retried", n)
+	}
+}
