@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
@@ -350,14 +351,14 @@ func TestForeignWriterFillsASet(t *testing.T) {
 }
 
 // TestAFullSetRefusesAnEntry: with no drift check due (a sync period of an
-// hour), another program fills KUBE-CLUSTER-IP to its maxelem. A new
-// Service's entry is refused: it is reported as a failed object (one log
-// line) and retried alone, while its virtual server and address are
-// programmed (without its entry KUBE-IPVS-FILTER refuses new connections
-// to it, as upstream's would) and another Service answers throughout. Once
-// the foreign entries go, a retry writes the entry, the new Service
-// answers, and nothing is left failed. Serial: it replaces the shared
-// proxier.
+// hour), another program fills KUBE-CLUSTER-IP until the kernel refuses
+// any add (fillSet). A new Service's entry is refused: it is reported as a
+// failed object (one log line) and retried alone, while its virtual server
+// and address are programmed (without its entry KUBE-IPVS-FILTER refuses
+// new connections to it, as upstream's would) and another Service answers
+// throughout. Once the foreign entries go, a retry writes the entry, the
+// new Service answers, and nothing is left failed. Serial: it replaces the
+// shared proxier.
 func TestAFullSetRefusesAnEntry(t *testing.T) {
 	old := ourProxier(t)
 	if err := old.Stop(); err != nil {
@@ -389,18 +390,8 @@ func TestAFullSetRefusesAnEntry(t *testing.T) {
 		return nil
 	})
 
-	maxelem, have := setHeader(t, "KUBE-CLUSTER-IP")
-	var fill, unfill strings.Builder
-	for i := range maxelem - have {
-		e := fmt.Sprintf("KUBE-CLUSTER-IP 10.%d.%d.%d,tcp:1\n", 200+i>>16, i>>8&255, i&255)
-		fill.WriteString("add " + e)
-		unfill.WriteString("del " + e)
-	}
-	if out, err := runWithInput(fill.String(), "ipset", "restore", "-exist"); err != nil {
-		t.Fatalf("filling the set: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _, _ = runWithInput(unfill.String(), "ipset", "restore", "-exist") })
-
+	foreign := fillSet(t, "KUBE-CLUSTER-IP")
+	t.Cleanup(func() { _ = ksets.DeleteEntries("KUBE-CLUSTER-IP", foreign) })
 	stop := clientLoop(50*time.Millisecond, func() error {
 		_, err := client.HTTP(ap("10.96.52.10:80"), 2*time.Second)
 		return err
@@ -424,8 +415,10 @@ func TestAFullSetRefusesAnEntry(t *testing.T) {
 		t.Error("the Service's virtual server or address waits for its refused entry")
 	}
 
-	if out, err := runWithInput(unfill.String(), "ipset", "restore", "-exist"); err != nil {
-		t.Fatalf("emptying the set: %v: %s", err, out)
+	for _, err := range ksets.DeleteEntries("KUBE-CLUSTER-IP", foreign) {
+		if err != nil {
+			t.Fatalf("emptying the set: %v", err)
+		}
 	}
 	eventually(t, "the entry written by a retry, nothing failed", 90*time.Second, func() error {
 		if !hasEntry(t, "KUBE-CLUSTER-IP", entry) {
@@ -461,4 +454,47 @@ func setHeader(t *testing.T, set string) (maxelem, entries int) {
 		}
 	}
 	return maxelem, entries
+}
+
+// fillSet adds foreign entries to a hash set until the kernel refuses every
+// add, and returns those it took. Reaching maxelem is not enough: a hash
+// set's table is cut into regions, and the kernel counts the whole set only
+// when an add lands in a region over its share of maxelem, so a set at
+// maxelem still takes entries that hash into emptier regions. A whole
+// batch refused means every region is over its share.
+func fillSet(t *testing.T, set string) []ipset.Entry {
+	t.Helper()
+	kernelIPVS(t)
+	maxelem, have := setHeader(t, set)
+	if maxelem == 0 {
+		t.Fatalf("no maxelem in the header of %s", set)
+	}
+	var added []ipset.Entry
+	next := 0 // foreign entries are 10.150.0.0 on, port 1
+	batch := maxelem - have
+	for round := 0; ; round++ {
+		if round == 50 {
+			t.Fatalf("%s still takes entries after %d foreign ones", set, len(added))
+		}
+		entries := make([]ipset.Entry, max(batch, 4096))
+		for i := range entries {
+			n := next + i
+			entries[i] = ipset.Entry{IP: netip.AddrFrom4([4]byte{10, byte(150 + n>>16), byte(n >> 8), byte(n)}), Protocol: "tcp", Port: 1}
+		}
+		next += len(entries)
+		took := 0
+		for i, err := range ksets.AddEntries(set, entries) {
+			if err == nil {
+				added = append(added, entries[i])
+				took++
+			}
+		}
+		if took == 0 {
+			break
+		}
+		batch = 0
+	}
+	_, n := setHeader(t, set)
+	t.Logf("%s filled: %d foreign entries, %d in all, maxelem %d", set, len(added), n, maxelem)
+	return added
 }
