@@ -300,19 +300,38 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 		}
 	}
 	// Written a few thousand at a time: a cold start's 140k ops at once
-	// held 30 MB of plans at the peak, for no fewer system calls.
+	// held 30 MB of plans at the peak, for no fewer system calls. Deletes
+	// wait until every add and update of the sync is written: the kernel
+	// parks a deleted real server in its dest trash for minutes and looks
+	// each new one up there first, so adds after many deletes are
+	// quadratic (docs/performance.md).
 	ops := make([]ipvs.Op, 0, opsPerWrite)
+	var deletes []ipvs.Op
+	writeAddsAndUpdates := func() {
+		kept := ops[:0]
+		for _, op := range ops {
+			if op.Kind == ipvs.DeleteRS || op.Kind == ipvs.DeleteVS {
+				deletes = append(deletes, op)
+			} else {
+				kept = append(kept, op)
+			}
+		}
+		write(kept)
+		ops = ops[:0]
+	}
 	for k := range dirty.each() {
 		var deferred bool
 		if ops, deferred = r.planVirtualServer(k, ops, now); deferred {
 			pending[k] = true
 		}
 		if len(ops) >= opsPerWrite {
-			write(ops)
-			ops = ops[:0]
+			writeAddsAndUpdates()
 		}
 	}
-	write(ops)
+	writeAddsAndUpdates()
+	for chunk := range slices.Chunk(deletes, opsPerWrite) {
+		write(chunk)
+	}
 	dirty.settle(pending)
 	r.clearStaleFlows()
 	return errs
