@@ -6,6 +6,8 @@ CACHE      ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kube-ipvs-proxy
 K8S_VERSION ?= 1.34.4
 GO         ?= go
 BIN        := bin
+# The version --version, the log's first line and the image carry.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
@@ -14,7 +16,7 @@ export K8S_VERSION
 all: build
 
 build:
-	$(GO) build -o $(BIN)/kube-ipvs-proxy .
+	$(GO) build -ldflags "-X main.buildVersion=$(VERSION)" -o $(BIN)/kube-ipvs-proxy .
 
 # Host-side helpers and the e2e test binary, which runs inside the VM.
 e2e-bins: build

@@ -393,6 +393,7 @@ func run(c *cli.Context) error {
 // start runs the proxier, or the one-shot action a flag asks for, with the
 // configuration run has checked.
 func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.Config, settings kernelSettings) error {
+	log.Info("kube-ipvs-proxy", zap.String("version", version()))
 	reportUpstreamFlags(c, log)
 	logConfigFile(log, file)
 	effective := proxyconfig.Effective(c)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -161,19 +160,4 @@ func setOOMScoreAdj(v int) error {
 		return fmt.Errorf("set oom_score_adj %d: %w", v, err)
 	}
 	return nil
-}
-
-// version is the module version and VCS revision the binary was built from.
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-	}
-	return v
 }
