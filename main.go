@@ -36,6 +36,7 @@ import (
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -282,6 +283,8 @@ func openKernel(log *zap.Logger, settings kernelSettings) (proxier.Kernel, error
 	if err != nil {
 		return k, err
 	}
+	backend, why := iptables.Backend()
+	log.Info("iptables backend", zap.String("backend", cmp.Or(backend, "the node's alternatives")), zap.String("why", why))
 	if err := ipvs.ApplySysctls(ipvs.Sysctls(settings.strictARP)); err != nil {
 		return k, err
 	}

@@ -34,8 +34,7 @@ func RuleSpec(rule []string) string {
 	return strings.Join(parts, " ")
 }
 
-// Exec runs the iptables binaries (iptables-nft or iptables-legacy, whichever
-// the node's alternatives pick, as upstream kube-proxy's image does).
+// Exec runs the iptables binaries of the chosen backend (backend.go).
 // Only the restore and save binaries are used.
 //
 // Each run has a deadline, and is killed with its children once the deadline
@@ -66,30 +65,29 @@ const (
 
 var _ Interface = Exec{}
 
-// NewIPv4 finds iptables-restore and iptables-save on PATH.
-func NewIPv4() (Exec, error) {
-	restore, err := exec.LookPath("iptables-restore")
-	if err != nil {
-		return Exec{}, fmt.Errorf("iptables-restore not found: %w", err)
-	}
-	save, err := exec.LookPath("iptables-save")
-	if err != nil {
-		return Exec{}, fmt.Errorf("iptables-save not found: %w", err)
-	}
-	return Exec{IPTablesRestore: restore, IPTablesSave: save}, nil
-}
+// NewIPv4 finds iptables-restore and iptables-save, of the chosen backend,
+// on PATH.
+func NewIPv4() (Exec, error) { return newExec("iptables") }
 
-// NewIPv6 finds ip6tables-restore and ip6tables-save on PATH.
-func NewIPv6() (Exec, error) {
-	restore, err := exec.LookPath("ip6tables-restore")
-	if err != nil {
-		return Exec{}, fmt.Errorf("ip6tables-restore not found: %w", err)
+// NewIPv6 finds ip6tables-restore and ip6tables-save, of the chosen
+// backend, on PATH.
+func NewIPv6() (Exec, error) { return newExec("ip6tables") }
+
+func newExec(family string) (Exec, error) {
+	var e Exec
+	for _, b := range []struct {
+		cmd string
+		to  *string
+	}{{"restore", &e.IPTablesRestore}, {"save", &e.IPTablesSave}} {
+		name := binary(family, b.cmd)
+		p, err := exec.LookPath(name)
+		if err != nil {
+			_, why := Backend()
+			return Exec{}, fmt.Errorf("%s not found (%s): %w", name, why, err)
+		}
+		*b.to = p
 	}
-	save, err := exec.LookPath("ip6tables-save")
-	if err != nil {
-		return Exec{}, fmt.Errorf("ip6tables-save not found: %w", err)
-	}
-	return Exec{IPTablesRestore: restore, IPTablesSave: save}, nil
+	return e, nil
 }
 
 func (e Exec) Restore(payload []byte) error {
