@@ -11,12 +11,16 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build test unit e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
 build:
 	$(GO) build -ldflags "-X main.buildVersion=$(VERSION)" -o $(BIN)/kube-ipvs-proxy .
+
+# The container image, as an OCI archive in $(CACHE)/image (docs/deploying.md).
+image:
+	hack/image.sh $(VERSION)
 
 # Host-side helpers and the e2e test binary, which runs inside the VM.
 e2e-bins: build
