@@ -415,12 +415,30 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 		read = nil // changes are still applied; the drift check is retried
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
-	// agents wait on them, and a cold start at scale is long.
+	// agents wait on them, and a cold start at scale is long. After the
+	// first sync, so do the Services that changed: a drift check's repairs
+	// or a big Service's leftover deletes must not hold another Service's
+	// change back for a second sync.
 	p.syncGlueAhead()
-	p.rec.sync(p.cfg.CriticalServices, read)
+	p.rec.sync(p.writtenFirst(inputs, first), read)
 	p.syncGlue()
 	p.syncHealthChecks()
 	return read, readErr
+}
+
+// writtenFirst names the Services a sync writes before other dirty
+// objects: the critical ones, and after the first sync the changed ones.
+func (p *Proxier) writtenFirst(inputs []serviceInput, first bool) []types.NamespacedName {
+	if first {
+		return p.cfg.CriticalServices
+	}
+	names := slices.Clone(p.cfg.CriticalServices)
+	for _, in := range inputs {
+		if in.change != nil {
+			names = append(names, in.name)
+		}
+	}
+	return names
 }
 
 // programCritical writes the critical Services at the start of the first
