@@ -66,9 +66,11 @@ fuzz:
 	$(call fuzz_each,$(FUZZTIME))
 
 # The real-kernel suite: etcd + kube-apiserver on this machine's loopback, the
-# proxier and the tests inside a QEMU VM booting Debian's stock kernel.
-e2e: e2e-bins k8s-bins vm-kernel
-	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE KIP_CONTROL E2E_RUN" \
+# proxier and the tests inside a QEMU VM booting Debian's stock kernel. The
+# image's proxier runs there too (TestImageProgramsTheNode).
+e2e: e2e-bins k8s-bins vm-kernel image
+	KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar \
+	  KIP_VM_ENV="KBIN KIP_STATE KIP_CONTROL E2E_RUN KIP_IMAGE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/e2e -control .vm/control -- \
 	  sh -c 'hack/vm.sh run -t 2400 -f $$KIP_APISERVER_PORT -- $(BIN)/e2e.test -test.v -test.timeout 35m $${E2E_RUN:+-test.run "$$E2E_RUN"}'
 

@@ -23,13 +23,27 @@ type Process struct {
 
 // Start runs bin with args, logging to the artifacts directory.
 func Start(e *Env, name, bin string, args ...string) (*Process, error) {
+	return start(e, name, exec.Command(bin, args...))
+}
+
+// StartChrooted runs bin, a path inside root, with root as its / and the
+// environment env: a container image's files, as a runtime would run them
+// with the host's network and mounts bound in by the caller.
+func StartChrooted(e *Env, name, root string, env []string, bin string, args ...string) (*Process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	cmd.Dir, cmd.Env = "/", env
+	return start(e, name, cmd)
+}
+
+func start(e *Env, name string, cmd *exec.Cmd) (*Process, error) {
+	bin, args := cmd.Path, cmd.Args[1:]
 	logPath := filepath.Join(e.Artifacts, name+".log")
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(log, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(append([]string{bin}, args...), " "))
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -42,8 +56,13 @@ func Start(e *Env, name, bin string, args ...string) (*Process, error) {
 
 // StartOurs runs kube-ipvs-proxy as system:kube-proxy, the least-privileged identity.
 func StartOurs(e *Env, name string, extra ...string) (*Process, error) {
-	args := append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "-v", "4"}, extra...)
-	return Start(e, name, filepath.Join(e.Bin, "kube-ipvs-proxy"), args...)
+	return Start(e, name, filepath.Join(e.Bin, "kube-ipvs-proxy"), OursArgs(e, extra...)...)
+}
+
+// OursArgs are kube-ipvs-proxy's arguments in the tests: extra after the
+// identity and node name.
+func OursArgs(e *Env, extra ...string) []string {
+	return append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "-v", "4"}, extra...)
 }
 
 // StartUpstream runs kube-proxy v1.34 in IPVS mode, the oracle.
