@@ -220,25 +220,30 @@ type priority struct {
 // dirtyOf collects the dirty keys the named Services want.
 func (r *reconciler) dirtyOf(names []types.NamespacedName) priority {
 	var p priority
+	vs, addr, entry := dirtyList[ipvs.Key]{}, dirtyList[netip.Addr]{}, dirtyList[setEntry]{}
 	for _, n := range names {
 		st := r.byService[n]
 		for _, v := range st.virtualServers {
-			p.vs = appendDirty(p.vs, r.vs.dirty, v.vs.Key)
+			p.vs = vs.add(p.vs, r.vs.dirty, v.vs.Key)
 		}
 		for _, a := range st.addresses {
-			p.addr = appendDirty(p.addr, r.addr.dirty, a)
+			p.addr = addr.add(p.addr, r.addr.dirty, a)
 		}
 		for _, e := range st.entries {
-			p.entry = appendDirty(p.entry, r.entry.dirty, e)
+			p.entry = entry.add(p.entry, r.entry.dirty, e)
 		}
 	}
 	return p
 }
 
-// appendDirty appends k if it is dirty and not yet in list (Services may
-// share an address or an entry).
-func appendDirty[K comparable](list []K, dirty map[K]bool, k K) []K {
-	if dirty[k] && !slices.Contains(list, k) {
+// dirtyList is the keys already in a priority list: Services may share an
+// address or an entry, and one Service may have 90,300 virtual servers.
+type dirtyList[K comparable] map[K]bool
+
+// add appends k to list if it is dirty and not yet there.
+func (seen dirtyList[K]) add(list []K, dirty map[K]bool, k K) []K {
+	if dirty[k] && !seen[k] {
+		seen[k] = true
 		return append(list, k)
 	}
 	return list
