@@ -54,7 +54,7 @@ fuzz_each = @for t in $(FUZZ_TARGETS); do \
 # The fuzz budget is a count, not a time: Go 1.26's fuzzer can fail a run whose
 # -fuzztime duration ends while a worker is busy (go.dev/issue/75804).
 UNIT_FUZZTIME ?= 3000x
-unit: lint
+unit: lint deps
 	$(GO) test -race -count=1 ./...
 	$(call fuzz_each,$(UNIT_FUZZTIME))
 
