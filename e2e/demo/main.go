@@ -45,6 +45,12 @@ func run() error {
 	if err := framework.CleanKernel(); err != nil {
 		return err
 	}
+	// The kernel's messages (IPVS says "no destination available" for a
+	// Service without endpoints) stay in dmesg, off the VM's console where
+	// they would interleave with this output.
+	if err := os.WriteFile("/proc/sys/kernel/printk", []byte("1"), 0o644); err != nil {
+		fmt.Println("(kernel messages stay on the console:", err, ")")
+	}
 	step("starting kube-ipvs-proxy as system:kube-proxy (log: %s/kube-ipvs-proxy-demo.log)", env.Artifacts)
 	start := time.Now()
 	proxy, err := framework.StartOurs(env, "kube-ipvs-proxy-demo")
