@@ -46,8 +46,8 @@ func TestImageProgramsTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := chrooted(root, cfg.env, cfg.entrypoint[0], "--version")
-	if want := "kube-ipvs-proxy " + cfg.labels["org.opencontainers.image.version"] + "\n"; err != nil || out != want || strings.Contains(out, "devel") {
+	out, err := framework.Chrooted(root, cfg.env, cfg.entrypoint[0], "--version").CombinedOutput()
+	if want := "kube-ipvs-proxy " + cfg.labels["org.opencontainers.image.version"] + "\n"; err != nil || string(out) != want || strings.Contains(string(out), "devel") {
 		t.Errorf("--version in the image: %q (%v), want %q", out, err, want)
 	}
 	// The backend the node's own iptables (its alternatives) wrote the
@@ -207,15 +207,6 @@ func bindInto(t *testing.T, root, dir string) {
 		t.Fatalf("bind %s: %v", dir, err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dst, syscall.MNT_DETACH) })
-}
-
-// chrooted runs bin with root as its / and returns its output.
-func chrooted(root string, env []string, bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-	cmd.Dir, cmd.Env = "/", env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // chainRules are the node's rules in a nat chain, as iptables-save prints them.

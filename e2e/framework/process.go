@@ -30,10 +30,16 @@ func Start(e *Env, name, bin string, args ...string) (*Process, error) {
 // environment env: a container image's files, as a runtime would run them
 // with the host's network and mounts bound in by the caller.
 func StartChrooted(e *Env, name, root string, env []string, bin string, args ...string) (*Process, error) {
+	return start(e, name, Chrooted(root, env, bin, args...))
+}
+
+// Chrooted is the command bin, a path inside root, run with root as its /
+// and the environment env.
+func Chrooted(root string, env []string, bin string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
 	cmd.Dir, cmd.Env = "/", env
-	return start(e, name, cmd)
+	return cmd
 }
 
 func start(e *Env, name string, cmd *exec.Cmd) (*Process, error) {
