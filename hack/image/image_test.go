@@ -47,7 +47,7 @@ func TestDockerfileAgreesWithTheTool(t *testing.T) {
 	if err := json.Unmarshal([]byte(entry), &ep); err != nil || !slices.Equal(ep, []string{entrypoint}) {
 		t.Errorf("Dockerfile ENTRYPOINT %s, want [%q] (%v)", entry, entrypoint, err)
 	}
-	img, err := image([]file{{path: entrypoint, mode: 0o755, data: []byte("x")}}, time.Unix(0, 0), labels("v", "r", time.Unix(0, 0)))
+	img, err := image([]file{{path: entrypoint, mode: 0o755, data: []byte("x")}}, entrypoint, time.Unix(0, 0), labels("v", "r", time.Unix(0, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRootfsHasEveryLibraryItsProgramsNeed(t *testing.T) {
 func TestArchiveNamesTheImage(t *testing.T) {
 	files := []file{{path: entrypoint, mode: 0o755, data: []byte("binary")}, {path: "/usr/sbin/modprobe", link: "../bin/kmod", mode: os.ModeSymlink | 0o777}}
 	created := time.Unix(1700000000, 0).UTC()
-	img, err := image(files, created, labels("v1.2.3", "abc", created))
+	img, err := image(files, entrypoint, created, labels("v1.2.3", "abc", created))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,10 @@
 //	image -root DIR -bin FILE -packages FILE -version V -revision R -created UNIX -o ARCHIVE
 //	image -root / -bin FILE -packages FILE -rootfs DIR   (the Dockerfile's build stage)
 //
+// The node tests (e2e/node) build their images with it too: upstream
+// kube-proxy on the same files (-name, -entrypoint, -iptables), and the
+// pause, echo and CoreDNS images of one static binary each (-static).
+//
 // It uses go-containerregistry, the library behind crane, ko and kaniko:
 // pinned in go.sum like every other dependency, it writes the same image on
 // any machine with Go, where buildah or umoci would add a package, a storage
@@ -37,6 +41,12 @@ import (
 // repository is the image's name in deploy/ and in the archive.
 const repository = "localhost/kube-ipvs-proxy"
 
+// spec says which image to build; the defaults are the proxier's.
+var spec = struct {
+	name, entrypoint, iptables, programs, files string
+	static                                      bool
+}{name: repository, entrypoint: entrypoint}
+
 func main() {
 	root := flag.String("root", "/", "the Debian root the programs and libraries are taken from")
 	bin := flag.String("bin", "", "the proxier's static binary")
@@ -47,6 +57,12 @@ func main() {
 	created := flag.Int64("created", 0, "the creation time, seconds since 1970 (the commit's time, so that a build is reproducible)")
 	tags := flag.String("tags", "dev", "more tags, comma-separated, besides the version")
 	out := flag.String("o", "", "the OCI image archive to write")
+	flag.StringVar(&spec.name, "name", repository, "the image's name, without a tag")
+	flag.StringVar(&spec.entrypoint, "entrypoint", entrypoint, "where -bin goes in the image; it is the entrypoint")
+	flag.BoolVar(&spec.static, "static", false, "-bin alone, without the programs and packages (a test image)")
+	flag.StringVar(&spec.iptables, "iptables", "", "nft or legacy: plain iptables names for that backend, for a program that does not pick one itself")
+	flag.StringVar(&spec.programs, "programs", "", "more programs from the root, comma-separated (upstream kube-proxy runs ipset)")
+	flag.StringVar(&spec.files, "files", "", "more files from the root, comma-separated, at the same paths (ipset reads /etc/protocols)")
 	flag.Parse()
 	if err := run(*root, *bin, *pkgs, *rootfsDir, *version, *revision, *created, *tags, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -58,13 +74,21 @@ func run(root, bin, pkgFile, rootfsDir, version, revision string, created int64,
 	if bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
-	packages, err := readPackages(pkgFile)
-	if err != nil {
-		return err
-	}
-	files, err := rootfs(root, bin, packages)
-	if err != nil {
-		return err
+	var files []file
+	if spec.static {
+		b := &builder{files: map[string]file{}}
+		if err := b.add(spec.entrypoint, bin); err != nil {
+			return err
+		}
+		files = b.list()
+	} else {
+		packages, err := readPackages(pkgFile)
+		if err != nil {
+			return err
+		}
+		if files, err = rootfs(root, bin, packages); err != nil {
+			return err
+		}
 	}
 	if rootfsDir != "" {
 		return writeDir(rootfsDir, files)
@@ -73,7 +97,7 @@ func run(root, bin, pkgFile, rootfsDir, version, revision string, created int64,
 		return fmt.Errorf("-o and -version are required to write an image")
 	}
 	t := time.Unix(created, 0).UTC()
-	img, err := image(files, t, labels(version, revision, t))
+	img, err := image(files, spec.entrypoint, t, labels(version, revision, t))
 	if err != nil {
 		return err
 	}
@@ -95,7 +119,7 @@ func run(root, bin, pkgFile, rootfsDir, version, revision string, created int64,
 		return err
 	}
 	fmt.Printf("%s: %s:%s, %d files, %.1f MB unpacked, %.1f MB archive\n",
-		out, repository, strings.Join(names, ","), len(files), float64(size)/1e6, float64(fi.Size())/1e6)
+		out, spec.name, strings.Join(names, ","), len(files), float64(size)/1e6, float64(fi.Size())/1e6)
 	return nil
 }
 
@@ -118,17 +142,22 @@ func readPackages(name string) ([]string, error) {
 // labels are the image's org.opencontainers.image annotations, the same
 // keys as the Dockerfile's LABEL lines.
 func labels(version, revision string, created time.Time) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		"org.opencontainers.image.title":       "kube-ipvs-proxy",
 		"org.opencontainers.image.description": "An IPVS Kubernetes service proxy, a drop-in for kube-proxy --proxy-mode=ipvs",
 		"org.opencontainers.image.version":     version,
 		"org.opencontainers.image.revision":    revision,
 		"org.opencontainers.image.created":     created.Format(time.RFC3339),
 	}
+	if spec.name != repository { // a test image: only its name and version
+		l["org.opencontainers.image.title"] = path.Base(spec.name)
+		l["org.opencontainers.image.description"] = "a kube-ipvs-proxy test image (e2e/node)"
+	}
+	return l
 }
 
-// image is files as one layer on an empty base, run as entrypoint.
-func image(files []file, created time.Time, labels map[string]string) (v1.Image, error) {
+// image is files as one layer on an empty base, run as entry.
+func image(files []file, entry string, created time.Time, labels map[string]string) (v1.Image, error) {
 	data, err := layerTar(files, created)
 	if err != nil {
 		return nil, err
@@ -143,7 +172,7 @@ func image(files []file, created time.Time, labels map[string]string) (v1.Image,
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:     layer,
 		MediaType: types.OCILayer,
-		History:   v1.History{Created: v1.Time{Time: created}, CreatedBy: "hack/image", Comment: "kube-ipvs-proxy and the programs it runs"},
+		History:   v1.History{Created: v1.Time{Time: created}, CreatedBy: "hack/image", Comment: path.Base(entry) + " and the programs it runs"},
 	})
 	if err != nil {
 		return nil, err
@@ -155,7 +184,7 @@ func image(files []file, created time.Time, labels map[string]string) (v1.Image,
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = "amd64", "linux"
 	cf.Created = v1.Time{Time: created}
-	cf.Config.Entrypoint = []string{entrypoint}
+	cf.Config.Entrypoint = []string{entry}
 	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin"}
 	cf.Config.Labels = labels
 	return mutate.ConfigFile(img, cf)
@@ -225,7 +254,7 @@ func writeArchive(out string, img v1.Image, names []string, mtime time.Time) err
 	for _, n := range names {
 		err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
 			"org.opencontainers.image.ref.name": n,
-			"io.containerd.image.name":          repository + ":" + n,
+			"io.containerd.image.name":          spec.name + ":" + n,
 		}))
 		if err != nil {
 			return err

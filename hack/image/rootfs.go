@@ -61,7 +61,7 @@ type file struct {
 // a package missing from the list fails the build rather than the node.
 func rootfs(root, binary string, packages []string) ([]file, error) {
 	b := &builder{root: root, files: map[string]file{}}
-	if err := b.add(entrypoint, binary); err != nil {
+	if err := b.add(spec.entrypoint, binary); err != nil {
 		return nil, err
 	}
 	for dst, dirs := range programs {
@@ -70,6 +70,20 @@ func rootfs(root, binary string, packages []string) ([]file, error) {
 			return nil, err
 		}
 		if err := b.addELF(dst, src); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range strings.FieldsFunc(spec.programs, func(r rune) bool { return r == ',' }) {
+		src, err := b.find(name, []string{"usr/sbin", "sbin", "usr/bin", "bin"})
+		if err != nil {
+			return nil, err
+		}
+		if err := b.addELF(path.Join("/usr/sbin", name), src); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range strings.FieldsFunc(spec.files, func(r rune) bool { return r == ',' }) {
+		if err := b.add(path.Clean("/"+name), filepath.Join(root, name)); err != nil {
 			return nil, err
 		}
 	}
@@ -91,18 +105,31 @@ func rootfs(root, binary string, packages []string) ([]file, error) {
 	for name, target := range links {
 		b.files[name] = file{path: name, mode: os.ModeSymlink | 0o777, link: target}
 	}
+	if spec.iptables != "" {
+		for _, fam := range []string{"iptables", "ip6tables"} {
+			for _, cmd := range []string{"", "-save", "-restore"} {
+				name := "/usr/sbin/" + fam + cmd
+				b.files[name] = file{path: name, mode: os.ModeSymlink | 0o777, link: "xtables-" + spec.iptables + "-multi"}
+			}
+		}
+	}
 	for _, p := range packages {
 		src := filepath.Join(root, "usr/share/doc", p, "copyright")
 		if err := b.add(path.Join("/usr/share/doc", p, "copyright"), src); err != nil {
 			return nil, fmt.Errorf("package %s: %w", p, err)
 		}
 	}
+	return b.list(), nil
+}
+
+// list is the files, sorted by path.
+func (b *builder) list() []file {
 	out := make([]file, 0, len(b.files))
 	for _, f := range b.files {
 		out = append(out, f)
 	}
 	slices.SortFunc(out, func(x, y file) int { return strings.Compare(x.path, y.path) })
-	return out, nil
+	return out
 }
 
 type builder struct {
