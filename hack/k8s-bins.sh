@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # k8s-bins.sh: build kube-apiserver, kube-proxy (the oracle), kubectl and etcd
 # from Go modules (no prebuilt downloads are possible here) into a cache
-# directory keyed by version, and print that directory.
+# directory keyed by version, and print that directory. K8S_EXTRA_BINS names
+# more commands of k8s.io/kubernetes/cmd (the real node's kubelet,
+# kube-controller-manager and kube-scheduler).
 #
 # k8s.io/kubernetes maps its k8s.io/* staging modules to ./staging at v0.0.0,
 # so a throwaway module requires it and replaces each staging module with its
@@ -14,7 +16,7 @@ mkdir -p "$out"
 export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
 
 need=""
-for b in kube-apiserver kube-proxy kubectl etcd; do [ -x "$out/$b" ] || need="$need $b"; done
+for b in kube-apiserver kube-proxy kubectl etcd ${K8S_EXTRA_BINS:-}; do [ -x "$out/$b" ] || need="$need $b"; done
 if [ -z "$need" ]; then echo "$out"; exit 0; fi
 
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT

@@ -8,8 +8,8 @@
 #   hack/vm.sh prepare                       fetch + unpack kernel, build initramfs (cached)
 #   hack/vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD...
 #       -f PORT  one user-mode NIC (restrict=on) whose only reachable address is
-#                10.0.2.100:6443, forwarded to this machine's 127.0.0.1:PORT
-#                by bin/guestfwd (make e2e-bins).
+#                10.0.2.100, ports 6443 and PORT, forwarded to this machine's
+#                127.0.0.1:PORT by bin/guestfwd (make e2e-bins).
 #                Without -f the VM has no network card at all.
 #
 # Exit code: CMD's; 124 on timeout; 125 if the VM reported none.
@@ -99,7 +99,9 @@ run() {
     # port; see e2e/guestfwd for why not socat. QEMU options escape "," as ",,".
     local gf="$PWD/bin/guestfwd"
     [ -x "$gf" ] || { echo "vm.sh: missing $gf (make e2e-bins)" >&2; exit 2; }
-    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443-cmd:${gf//,/,,} 127.0.0.1:$fwd"
+    # 10.0.2.100:PORT too: the kubernetes Service's endpoint (testcluster -controllers).
+    local to="-cmd:${gf//,/,,} 127.0.0.1:$fwd"
+    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443$to,guestfwd=tcp:10.0.2.100:$fwd$to"
          -device virtio-net-pci,netdev=n0)
     # quickack: QEMU sends towards the guest with Nagle's algorithm too, and
     # the guest's delayed ACKs held back every watch event of two segments.

@@ -3,7 +3,12 @@
 // least-privilege identity (system:kube-proxy), creates the test Node, runs
 // one command (usually the VM) and tears everything down again.
 //
-//	testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] -- CMD ARGS...
+//	testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] [-controllers] -- CMD ARGS...
+//
+// With -controllers it runs kube-controller-manager and kube-scheduler too,
+// publishes the apiserver as the kubernetes Service's endpoint at
+// 10.0.2.100:PORT, and leaves the Node to a real kubelet in the VM
+// (kubelet.kubeconfig, e2e/node).
 //
 // The command sees KIP_APISERVER_PORT (for the VM's port forward),
 // KIP_STATE (the directory with admin.kubeconfig, proxy.kubeconfig,
@@ -45,9 +50,10 @@ import (
 )
 
 const (
-	adminToken = "kip-admin-token"
-	proxyToken = "kip-proxy-token"
-	vmAPI      = "https://10.0.2.100:6443"
+	adminToken   = "kip-admin-token"
+	proxyToken   = "kip-proxy-token"
+	kubeletToken = "kip-kubelet-token"
+	vmAPI        = "https://10.0.2.100:6443"
 )
 
 func main() {
@@ -56,12 +62,13 @@ func main() {
 	node := flag.String("node", "kip-node", "name of the Node object to create")
 	seed := flag.String("etcd-seed", "", "if this etcd data directory exists, start etcd from a copy of it (the bench's API objects, created once)")
 	controlDir := flag.String("control", "", "directory (shared with the VM) where the VM asks to stop and start kube-apiserver; see control.go")
+	controllers := flag.Bool("controllers", false, "run kube-controller-manager and kube-scheduler for a real kubelet node")
 	flag.Parse()
 	if *bin == "" || *state == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] [-controllers] -- CMD ARGS...")
 		os.Exit(2)
 	}
-	code, err := run(*bin, *state, *node, *seed, *controlDir, flag.Args())
+	code, err := run(*bin, *state, *node, *seed, *controlDir, *controllers, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testcluster:", err)
 		if code == 0 {
@@ -80,7 +87,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func run(bin, state, nodeName, seed, controlDir string, cmdArgs []string) (int, error) {
+func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArgs []string) (int, error) {
 	state, _ = filepath.Abs(state)
 	if controlDir != "" {
 		controlDir, _ = filepath.Abs(controlDir) // the VM sees this machine's paths
@@ -114,7 +121,8 @@ func run(bin, state, nodeName, seed, controlDir string, cmdArgs []string) (int, 
 	if err != nil {
 		return 0, err
 	}
-	tokens := fmt.Sprintf("%s,kip-admin,1,\"system:masters\"\n%s,system:kube-proxy,2,\"\"\n", adminToken, proxyToken)
+	tokens := fmt.Sprintf("%s,kip-admin,1,\"system:masters\"\n%s,system:kube-proxy,2,\"\"\n%s,system:node:%s,3,\"system:nodes\"\n",
+		adminToken, proxyToken, kubeletToken, nodeName)
 	if err := os.WriteFile(filepath.Join(state, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		return 0, err
 	}
@@ -142,6 +150,7 @@ func run(bin, state, nodeName, seed, controlDir string, cmdArgs []string) (int, 
 		{"admin-host.kubeconfig", hostURL, "admin", adminToken},
 		{"admin.kubeconfig", vmAPI, "admin", adminToken},
 		{"proxy.kubeconfig", vmAPI, "system:kube-proxy", proxyToken},
+		{"kubelet.kubeconfig", vmAPI, "system:node:" + nodeName, kubeletToken},
 	} {
 		if err := writeKubeconfig(filepath.Join(state, kc.file), kc.server, kc.user, kc.token, caPEM); err != nil {
 			return 0, err
@@ -150,7 +159,7 @@ func run(bin, state, nodeName, seed, controlDir string, cmdArgs []string) (int, 
 	api := &apiserver{bin: filepath.Join(bin, "kube-apiserver"), log: filepath.Join(state, "kube-apiserver.log"),
 		url: hostURL, caPEM: caPEM, args: []string{
 			"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdPort),
-			"--secure-port=" + strconv.Itoa(apiPort), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(apiPort), "--bind-address=127.0.0.1",
 			"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112",
 			"--authorization-mode=Node,RBAC", "--token-auth-file=" + filepath.Join(state, "tokens.csv"),
 			"--client-ca-file=" + filepath.Join(state, "ca.crt"),
@@ -158,15 +167,41 @@ func run(bin, state, nodeName, seed, controlDir string, cmdArgs []string) (int, 
 			"--service-account-issuer=https://kubernetes.default.svc",
 			"--service-account-key-file=" + filepath.Join(state, "sa.key"),
 			"--service-account-signing-key-file=" + filepath.Join(state, "sa.key"),
-			"--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
+			"--enable-priority-and-fairness=false",
 			"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
 			// As kubeadm: node agents such as a service proxy run privileged.
 			"--allow-privileged=true"}}
+	if controllers {
+		// Pods reach the apiserver through the kubernetes Service, whose
+		// endpoint the VM forwards to this port (hack/vm.sh -f).
+		api.args = append(api.args, "--advertise-address=10.0.2.100", "--endpoint-reconciler-type=lease")
+	} else {
+		api.args = append(api.args, "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
+	}
 	defer api.stop()
 	if err := api.start(ctx); err != nil {
 		return 0, err
 	}
-	if err := createNode(ctx, filepath.Join(state, "admin-host.kubeconfig"), nodeName); err != nil {
+	if controllers {
+		admin := filepath.Join(state, "admin-host.kubeconfig")
+		for _, c := range []struct {
+			name string
+			args []string
+		}{
+			{"kube-controller-manager", []string{"--kubeconfig=" + admin, "--leader-elect=false", "--secure-port=0",
+				"--service-account-private-key-file=" + filepath.Join(state, "sa.key"),
+				"--root-ca-file=" + filepath.Join(state, "ca.crt"), "--use-service-account-credentials=true",
+				"--cluster-name=kip"}},
+			{"kube-scheduler", []string{"--kubeconfig=" + admin, "--leader-elect=false", "--secure-port=0"}},
+		} {
+			cmd := exec.CommandContext(ctx, filepath.Join(bin, c.name), c.args...)
+			cmd.Stdout, cmd.Stderr = logf(c.name), logf(c.name)
+			if err := cmd.Start(); err != nil {
+				return 0, fmt.Errorf("start %s: %w", c.name, err)
+			}
+			defer stopProcess(cmd)
+		}
+	} else if err := createNode(ctx, filepath.Join(state, "admin-host.kubeconfig"), nodeName); err != nil {
 		return 0, err
 	}
 	fmt.Fprintf(os.Stderr, "testcluster: kube-apiserver ready on %s (state in %s)\n", hostURL, state)
