@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -75,6 +75,25 @@ e2e: e2e-bins k8s-bins vm-kernel image
 	  sh -c 'hack/vm.sh run -t 2400 -f $$KIP_APISERVER_PORT -- $(BIN)/e2e.test -test.v -test.timeout 35m $${E2E_RUN:+-test.run "$$E2E_RUN"}'
 
 test: unit e2e
+
+# The real node (e2e/node): kubelet, containerd, CoreDNS and real pods in the
+# VM, the proxier deployed from deploy/ with kubectl apply -k. Each proxier
+# of NODE_PROXIERS gets its own VM and cluster; logs go to
+# $(CACHE)/node-e2e/<proxier>/. Too long for make test: a release check
+# (docs/testing.md).
+NODE_PROXIERS ?= ours upstream
+NODE_BINS := kubelet kube-controller-manager kube-scheduler
+node-e2e: e2e-bins k8s-bins vm-kernel image
+	K8S_EXTRA_BINS="$(NODE_BINS)" hack/node.sh >/dev/null
+	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
+	@for p in $(NODE_PROXIERS); do echo "== node-e2e: $$p"; \
+	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p \
+	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION" \
+	  $(BIN)/testcluster -controllers -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/node-$$p -- \
+	    sh -c 'hack/vm.sh run -m 6144 -t 1800 -f $$KIP_APISERVER_PORT -- $(BIN)/node-e2e.test -test.v -test.timeout 25m $${E2E_RUN:+-test.run "$$E2E_RUN"}'; \
+	  rc=$$?; rm -rf $(CACHE)/node-e2e/$$p; mkdir -p $(CACHE)/node-e2e; cp -a .vm/artifacts $(CACHE)/node-e2e/$$p 2>/dev/null; \
+	  cp -a $(CACHE)/run/node-$$p/*.log $(CACHE)/node-e2e/$$p/ 2>/dev/null; \
+	  [ $$rc -eq 0 ] || { echo "node-e2e: $$p failed (logs in $(CACHE)/node-e2e/$$p)"; exit $$rc; }; done
 
 # A real apiserver, the proxier in the VM, a few sample Services and pods,
 # then the IPVS table and a request answered through a ClusterIP.
