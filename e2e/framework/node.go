@@ -125,8 +125,13 @@ func nodeReady(e *Env) error {
 }
 
 // setupNodeFS mounts cgroup v2 and the tmpfs the runtime and kubelet keep
-// their state on.
+// their state on, and makes every mount shared, as systemd does on a node:
+// otherwise a pod's network namespace, bind-mounted under /run/netns, stays
+// mounted in copies and cannot be removed when the pod ends.
 func setupNodeFS() error {
+	if err := sh("mount", "--make-rshared", "/"); err != nil {
+		return err
+	}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
 		if err := sh("mount", "-t", "cgroup2", "none", "/sys/fs/cgroup"); err != nil {
 			return err
