@@ -235,3 +235,70 @@ func untar(archive, dir string) error {
 		}
 	}
 }
+
+// A test image (-static, -name, -entrypoint) holds its binary alone, is
+// named as a cluster expects it, and runs that binary.
+func TestStaticImageHoldsItsBinaryAlone(t *testing.T) {
+	saved := spec
+	t.Cleanup(func() { spec = saved })
+	spec.name, spec.entrypoint, spec.static = "registry.k8s.io/pause", "/pause", true
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pause")
+	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "pause.tar")
+	if err := run("", bin, "", "", "3.10", "", 0, "", out); err != nil {
+		t.Fatal(err)
+	}
+	unpacked := filepath.Join(dir, "layout")
+	if err := untar(out, unpacked); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := layout.ImageIndexFromPath(unpacked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["io.containerd.image.name"] != "registry.k8s.io/pause:3.10" {
+		t.Fatalf("manifests %+v, want one named registry.k8s.io/pause:3.10", m.Manifests)
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{"/pause"}) || cf.Config.Labels["org.opencontainers.image.title"] != "pause" {
+		t.Errorf("entrypoint %v, labels %v", cf.Config.Entrypoint, cf.Config.Labels)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %d, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var names []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	if !slices.Equal(names, []string{"pause"}) {
+		t.Errorf("layer holds %v, want only pause", names)
+	}
+}
