@@ -1,7 +1,8 @@
 // Command demo shows kube-ipvs-proxy at work inside the test VM: it starts
 // the proxier against the test apiserver, creates a few Services backed by
 // pods (network namespaces running an echo server), prints the kernel state
-// the proxier programmed and sends requests through the cluster IPs.
+// the proxier programmed and sends requests through the cluster IPs, and
+// from a client outside the node through a NodePort and a LoadBalancer IP.
 // `make demo` runs it; it exits non-zero if any request goes unanswered.
 package main
 
@@ -82,6 +83,12 @@ func run() error {
 		return err
 	}
 	pods = append(pods, client)
+	// A host on the node's network, outside the cluster.
+	outside, err := framework.StartPod(env, "outside", netip.MustParseAddr("192.168.100.2"), false)
+	if err != nil {
+		return err
+	}
+	pods = append(pods, outside)
 	if err := env.CreateNamespace("demo"); err != nil {
 		return err
 	}
@@ -93,15 +100,21 @@ func run() error {
 		}
 		return out
 	}
+	// web is a LoadBalancer: a cluster IP, node port 30080, and the ingress
+	// IP a load-balancer controller would have written to its status.
+	webSvc := framework.ClusterIPService("demo", "web", "10.96.100.10", framework.Port("http", tcp, 80, 8080))
+	webSvc.Spec.Type = v1.ServiceTypeLoadBalancer
+	webSvc.Spec.Ports[0].NodePort = 30080
+	webSvc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.200.10"}}
 	if err := env.Apply(
-		framework.ClusterIPService("demo", "web", "10.96.100.10", framework.Port("http", tcp, 80, 8080)),
+		webSvc,
 		framework.Slice("demo", "web", "web-abc", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080)}, eps(pods[0:3]...)...),
 		framework.ClusterIPService("demo", "dns", "10.96.100.53", framework.Port("dns", udp, 53, 5353)),
 		framework.Slice("demo", "dns", "dns-abc", []discovery.EndpointPort{framework.SlicePort("dns", udp, 5353)}, eps(pods[3:5]...)...),
 	); err != nil {
 		return err
 	}
-	fmt.Println("service demo/web  10.96.100.10:80/TCP -> web-1, web-2, web-3 :8080")
+	fmt.Println("service demo/web  LoadBalancer 192.168.200.10:80, NodePort 30080, 10.96.100.10:80/TCP -> web-1, web-2, web-3 :8080")
 	fmt.Println("service demo/dns  10.96.100.53:53/UDP -> dns-1, dns-2 :5353")
 
 	web, dns := netip.MustParseAddrPort("10.96.100.10:80"), netip.MustParseAddrPort("10.96.100.53:53")
@@ -120,6 +133,7 @@ func run() error {
 	show("ipvsadm", "-Ln")
 	show("ip", "-4", "addr", "show", "dev", "kube-ipvs0")
 	show("ipset", "list", "KUBE-CLUSTER-IP")
+	show("ipset", "list", "KUBE-LOAD-BALANCER")
 
 	step("requests from the client pod through the cluster IPs")
 	for i := 0; i < 6; i++ {
@@ -135,6 +149,16 @@ func run() error {
 			return fmt.Errorf("UDP %s: %w", dns, err)
 		}
 		fmt.Printf("UDP %s     answered by %s\n", dns, who)
+	}
+	step("requests from a host outside the node (192.168.100.2): the NodePort and the LoadBalancer IP")
+	for _, to := range []netip.AddrPort{netip.MustParseAddrPort(framework.NodeIP + ":30080"), netip.MustParseAddrPort("192.168.200.10:80")} {
+		for i := 0; i < 3; i++ {
+			who, err := outside.HTTP(to, 2*time.Second)
+			if err != nil {
+				return fmt.Errorf("GET http://%s/ from outside: %w", to, err)
+			}
+			fmt.Printf("GET http://%s/  answered by %s\n", to, who)
+		}
 	}
 	step("done: every request was answered through IPVS programmed by kube-ipvs-proxy")
 	return nil
