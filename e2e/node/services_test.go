@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
@@ -20,8 +21,8 @@ const ns = "node-e2e"
 // routed through the node's root namespace, as a host of the LAN.
 var outsideIP = netip.MustParseAddr("192.168.50.2")
 
-// clusterIP is a Service's ClusterIP and first port.
-func clusterIP(t *testing.T, name string) netip.AddrPort {
+// service is the Service of that name in the test namespace.
+func service(t *testing.T, name string) *v1.Service {
 	t.Helper()
 	ctx, cancel := framework.Ctx()
 	defer cancel()
@@ -29,18 +30,18 @@ func clusterIP(t *testing.T, name string) netip.AddrPort {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// clusterIP is a Service's ClusterIP and first port.
+func clusterIP(t *testing.T, name string) netip.AddrPort {
+	s := service(t, name)
 	return netip.AddrPortFrom(netip.MustParseAddr(s.Spec.ClusterIP), uint16(s.Spec.Ports[0].Port))
 }
 
 // nodePort is a Service's first NodePort on the node's address.
 func nodePort(t *testing.T, name string) netip.AddrPort {
-	t.Helper()
-	ctx, cancel := framework.Ctx()
-	defer cancel()
-	s, err := env.Admin.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := service(t, name)
 	return netip.AddrPortFrom(netip.MustParseAddr(framework.NodeIP), uint16(s.Spec.Ports[0].NodePort))
 }
 
@@ -116,12 +117,12 @@ func TestServices(t *testing.T) {
 	t.Cleanup(outside.Delete)
 	const timeout = 5 * time.Second
 
-	t.Run("ClusterIPByIP", func(t *testing.T) {
-		to := clusterIP(t, "echo")
-		if got := answers(t, 30, func() (string, error) { return client.HTTP(to, timeout) }); !slices.Equal(got, pods) {
+	everyPod := func(t *testing.T, from *framework.Pod, to netip.AddrPort) {
+		if got := answers(t, 30, func() (string, error) { return from.HTTP(to, timeout) }); !slices.Equal(got, pods) {
 			t.Errorf("answers from %s: %v, want every pod %v", to, got, pods)
 		}
-	})
+	}
+	t.Run("ClusterIPByIP", func(t *testing.T) { everyPod(t, client, clusterIP(t, "echo")) })
 	t.Run("ClusterIPByName", func(t *testing.T) {
 		to := clusterIP(t, "echo")
 		waitAnswer(t, func() (string, error) {
@@ -139,12 +140,7 @@ func TestServices(t *testing.T) {
 			t.Errorf("request by name: %q, %v", got, err)
 		}
 	})
-	t.Run("NodePortFromOutside", func(t *testing.T) {
-		to := nodePort(t, "echo-nodeport")
-		if got := answers(t, 30, func() (string, error) { return outside.HTTP(to, timeout) }); !slices.Equal(got, pods) {
-			t.Errorf("answers from %s: %v, want every pod %v", to, got, pods)
-		}
-	})
+	t.Run("NodePortFromOutside", func(t *testing.T) { everyPod(t, outside, nodePort(t, "echo-nodeport")) })
 	t.Run("LocalTrafficKeepsClientAddress", func(t *testing.T) {
 		to := nodePort(t, "echo-local")
 		waitAnswer(t, func() (string, error) { return outside.Source(to, timeout) })

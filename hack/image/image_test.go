@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
@@ -159,18 +160,7 @@ func TestArchiveNamesTheImage(t *testing.T) {
 	if err := writeArchive(out, img, []string{"v1.2.3", "dev"}, created); err != nil {
 		t.Fatal(err)
 	}
-	unpacked := filepath.Join(dir, "layout")
-	if err := untar(out, unpacked); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := layout.ImageIndexFromPath(unpacked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, m := readArchive(t, out)
 	var names []string
 	for _, d := range m.Manifests {
 		names = append(names, d.Annotations["org.opencontainers.image.ref.name"]+" "+d.Annotations["io.containerd.image.name"])
@@ -199,6 +189,24 @@ func TestArchiveNamesTheImage(t *testing.T) {
 	if string(a) != string(b) {
 		t.Error("the same image written twice differs")
 	}
+}
+
+// readArchive unpacks an OCI archive and reads its index.
+func readArchive(t *testing.T, archive string) (v1.ImageIndex, *v1.IndexManifest) {
+	t.Helper()
+	unpacked := filepath.Join(t.TempDir(), "layout")
+	if err := untar(archive, unpacked); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := layout.ImageIndexFromPath(unpacked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx, m
 }
 
 func untar(archive, dir string) error {
@@ -251,18 +259,7 @@ func TestStaticImageHoldsItsBinaryAlone(t *testing.T) {
 	if err := run("", bin, "", "", "3.10", "", 0, "", out); err != nil {
 		t.Fatal(err)
 	}
-	unpacked := filepath.Join(dir, "layout")
-	if err := untar(out, unpacked); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := layout.ImageIndexFromPath(unpacked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, m := readArchive(t, out)
 	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["io.containerd.image.name"] != "registry.k8s.io/pause:3.10" {
 		t.Fatalf("manifests %+v, want one named registry.k8s.io/pause:3.10", m.Manifests)
 	}
