@@ -51,7 +51,7 @@ func (p *Proxier) syncGlueAhead() {
 		if !grew || !g.use(in) {
 			continue
 		}
-		p.rewriteGlue(g)
+		p.rewriteGlueWith(g, g.rewriteAhead)
 	}
 }
 
@@ -60,11 +60,14 @@ func (p *Proxier) syncGlueAhead() {
 // the kernel setup. While the setup is failing the sync leaves them to the
 // setup's retry, with its backoff: iptables may hang until its deadline,
 // and the sync has IPVS, addresses and set entries to write.
-func (p *Proxier) rewriteGlue(g *glue) {
+func (p *Proxier) rewriteGlue(g *glue) { p.rewriteGlueWith(g, g.rewrite) }
+
+// rewriteGlueWith is rewriteGlue with rewrite or rewriteAhead.
+func (p *Proxier) rewriteGlueWith(g *glue, rewrite func() (bool, glueTimes, error)) {
 	if p.setupStatus.failed[setupKey] != nil {
 		return
 	}
-	_, t, err := g.rewrite()
+	_, t, err := rewrite()
 	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
 		zap.Durations("lock, save, restore, read back", []time.Duration{t.lock, t.save, t.restore, t.readBack}), zap.Error(err))
 	if errors.Is(err, errGlueFailing) || errors.Is(err, errGlueBusy) {

@@ -286,6 +286,29 @@ func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
 	return g.runLocked(time.Now(), true)
 }
 
+// aheadWait bounds how long a write ahead of the apply waits for another
+// goroutine's iptables run (a drift check's takes well under a second):
+// the rules it writes must be in place before the virtual servers answer.
+const aheadWait = 2 * time.Second
+
+// rewriteAhead is rewrite for the rules a sync writes ahead of its apply:
+// it waits up to aheadWait for another run to end, then answers
+// errGlueBusy as rewrite does, so a hung iptables still cannot hold the
+// sync back for long.
+func (g *glue) rewriteAhead() (drifted bool, took glueTimes, err error) {
+	for deadline := time.Now().Add(aheadWait); ; time.Sleep(5 * time.Millisecond) {
+		if g.mu.TryLock() {
+			g.mu.Unlock()
+			if drifted, took, err = g.rewrite(); !errors.Is(err, errGlueBusy) {
+				return drifted, took, err
+			}
+		}
+		if time.Now().After(deadline) {
+			return false, took, errGlueBusy
+		}
+	}
+}
+
 func (g *glue) run(readBack bool) (drifted bool, took glueTimes, err error) {
 	start := time.Now()
 	g.mu.Lock()

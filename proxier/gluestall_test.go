@@ -271,3 +271,22 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 		t.Errorf("the chains did not catch up:\n%s", chains(t, ipt))
 	}
 }
+
+// TestAheadWriteWaitsForADriftCheck: rules a sync needs before its apply
+// (here KUBE-EXTERNAL-IP's, for a Service's first external IP) are
+// written ahead of it even while a drift check's iptables run holds the
+// glue for a moment, so the Service never answers before its rules.
+func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
+	p, k, ipt, _ := proxierPastFirstSync(t)
+	g := p.glues[0]
+	g.mu.Lock() // a drift check's run, which ends soon
+	go func() { time.Sleep(200 * time.Millisecond); g.mu.Unlock() }()
+	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.SyncNow()
+	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+		t.Fatalf("the Service was not programmed:\n%s", d)
+	}
+	if !strings.Contains(chains(t, ipt), externalRule) {
+		t.Errorf("the Service was programmed before its rules:\n%s", chains(t, ipt))
+	}
+}
