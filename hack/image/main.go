@@ -43,8 +43,8 @@ const repository = "localhost/kube-ipvs-proxy"
 
 // spec says which image to build; the defaults are the proxier's.
 var spec = struct {
-	name, entrypoint, iptables, programs, files string
-	static                                      bool
+	name, entrypoint, iptables, programs, files, links string
+	static                                             bool
 }{name: repository, entrypoint: entrypoint}
 
 func main() {
@@ -59,10 +59,11 @@ func main() {
 	out := flag.String("o", "", "the OCI image archive to write")
 	flag.StringVar(&spec.name, "name", repository, "the image's name, without a tag")
 	flag.StringVar(&spec.entrypoint, "entrypoint", entrypoint, "where -bin goes in the image; it is the entrypoint")
-	flag.BoolVar(&spec.static, "static", false, "-bin alone, without the programs and packages (a test image)")
+	flag.BoolVar(&spec.static, "static", false, "without iptables and kmod (a test image: -bin, and what -programs, -files and -links add)")
 	flag.StringVar(&spec.iptables, "iptables", "", "nft or legacy: plain iptables names for that backend, for a program that does not pick one itself")
 	flag.StringVar(&spec.programs, "programs", "", "more programs from the root, comma-separated (upstream kube-proxy runs ipset)")
 	flag.StringVar(&spec.files, "files", "", "more files from the root, comma-separated, at the same paths (ipset reads /etc/protocols)")
+	flag.StringVar(&spec.links, "links", "", "more symlinks, comma-separated PATH=TARGET (/bin/sh=/usr/sbin/dash)")
 	flag.Parse()
 	if err := run(*root, *bin, *pkgs, *rootfsDir, *version, *revision, *created, *tags, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -74,21 +75,16 @@ func run(root, bin, pkgFile, rootfsDir, version, revision string, created int64,
 	if bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
-	var files []file
-	if spec.static {
-		b := &builder{files: map[string]file{}}
-		if err := b.add(spec.entrypoint, bin); err != nil {
+	var packages []string
+	if pkgFile != "" {
+		var err error
+		if packages, err = readPackages(pkgFile); err != nil {
 			return err
 		}
-		files = b.list()
-	} else {
-		packages, err := readPackages(pkgFile)
-		if err != nil {
-			return err
-		}
-		if files, err = rootfs(root, bin, packages); err != nil {
-			return err
-		}
+	}
+	files, err := rootfs(root, bin, packages)
+	if err != nil {
+		return err
 	}
 	if rootfsDir != "" {
 		return writeDir(rootfsDir, files)

@@ -54,42 +54,50 @@ type file struct {
 	link string // a symlink's target
 }
 
-// rootfs collects the image's files from root: the proxier's binary, the
-// programs with every library they load (followed through DT_NEEDED, and the
-// iptables extensions, which are loaded by name at run time), and each
-// package's copyright file. A library that cannot be found is an error, so
-// a package missing from the list fails the build rather than the node.
+// rootfs collects the image's files from root: the binary, iptables with
+// both backends and kmod (unless spec.static), the programs, files and links
+// spec adds, every library the programs load (followed through DT_NEEDED,
+// and the iptables extensions, which are loaded by name at run time), and
+// each package's copyright file. A library that cannot be found is an
+// error, so a package missing from the list fails the build rather than
+// the node.
 func rootfs(root, binary string, packages []string) ([]file, error) {
 	b := &builder{root: root, files: map[string]file{}}
 	if err := b.add(spec.entrypoint, binary); err != nil {
 		return nil, err
 	}
+	if !spec.static {
+		if err := b.addIptables(); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.addExtras(); err != nil {
+		return nil, err
+	}
+	for _, p := range packages {
+		src := filepath.Join(root, "usr/share/doc", p, "copyright")
+		if err := b.add(path.Join("/usr/share/doc", p, "copyright"), src); err != nil {
+			return nil, fmt.Errorf("package %s: %w", p, err)
+		}
+	}
+	return b.list(), nil
+}
+
+// addIptables adds the proxier's programs: both iptables backends with
+// their extensions and names, and kmod.
+func (b *builder) addIptables() error {
 	for dst, dirs := range programs {
 		src, err := b.find(path.Base(dst), dirs)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := b.addELF(dst, src); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range strings.FieldsFunc(spec.programs, func(r rune) bool { return r == ',' }) {
-		src, err := b.find(name, []string{"usr/sbin", "sbin", "usr/bin", "bin"})
-		if err != nil {
-			return nil, err
-		}
-		if err := b.addELF(path.Join("/usr/sbin", name), src); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range strings.FieldsFunc(spec.files, func(r rune) bool { return r == ',' }) {
-		if err := b.add(path.Clean("/"+name), filepath.Join(root, name)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	exts, err := b.xtables()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, src := range exts {
 		dst := path.Join(xtablesDir, filepath.Base(src))
@@ -99,27 +107,53 @@ func rootfs(root, binary string, packages []string) ([]file, error) {
 			continue
 		}
 		if err := b.addELF(dst, src); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for name, target := range links {
-		b.files[name] = file{path: name, mode: os.ModeSymlink | 0o777, link: target}
+		b.link(name, target)
 	}
 	if spec.iptables != "" {
 		for _, fam := range []string{"iptables", "ip6tables"} {
 			for _, cmd := range []string{"", "-save", "-restore"} {
-				name := "/usr/sbin/" + fam + cmd
-				b.files[name] = file{path: name, mode: os.ModeSymlink | 0o777, link: "xtables-" + spec.iptables + "-multi"}
+				b.link("/usr/sbin/"+fam+cmd, "xtables-"+spec.iptables+"-multi")
 			}
 		}
 	}
-	for _, p := range packages {
-		src := filepath.Join(root, "usr/share/doc", p, "copyright")
-		if err := b.add(path.Join("/usr/share/doc", p, "copyright"), src); err != nil {
-			return nil, fmt.Errorf("package %s: %w", p, err)
+	return nil
+}
+
+// addExtras adds what spec asks for besides: programs (in /usr/bin, with
+// their libraries), files at their own paths, and links.
+func (b *builder) addExtras() error {
+	list := func(s string) []string { return strings.FieldsFunc(s, func(r rune) bool { return r == ',' }) }
+	for _, name := range list(spec.programs) {
+		src, err := b.find(name, []string{"usr/sbin", "sbin", "usr/bin", "bin"})
+		if err != nil {
+			return err
+		}
+		if err := b.addELF(path.Join("/usr/bin", name), src); err != nil {
+			return err
 		}
 	}
-	return b.list(), nil
+	for _, name := range list(spec.files) {
+		if err := b.add(path.Clean("/"+name), filepath.Join(b.root, name)); err != nil {
+			return err
+		}
+	}
+	for _, l := range list(spec.links) {
+		name, target, ok := strings.Cut(l, "=")
+		if !ok {
+			return fmt.Errorf("-links: %q is not PATH=TARGET", l)
+		}
+		b.link(name, target)
+	}
+	return nil
+}
+
+// link adds a symlink.
+func (b *builder) link(name, target string) {
+	b.files[name] = file{path: name, mode: os.ModeSymlink | 0o777, link: target}
 }
 
 // list is the files, sorted by path.
