@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e conformance demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -28,6 +28,7 @@ e2e-bins: build
 	$(GO) build -o $(BIN)/echo ./e2e/echo
 	$(GO) build -o $(BIN)/demo ./e2e/demo
 	$(GO) build -o $(BIN)/guestfwd ./e2e/guestfwd
+	$(GO) build -o $(BIN)/tunnel ./e2e/tunnel
 	$(GO) build -o $(BIN)/bench ./bench
 	$(GO) test -c -tags e2e -o $(BIN)/e2e.test ./e2e
 
@@ -90,10 +91,20 @@ node-e2e: e2e-bins k8s-bins vm-kernel image
 	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p \
 	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION" \
 	  $(BIN)/testcluster -controllers -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/node-$$p -- \
-	    sh -c 'hack/vm.sh run -m 6144 -t 1800 -f $$KIP_APISERVER_PORT -- $(BIN)/node-e2e.test -test.v -test.timeout 25m $${E2E_RUN:+-test.run "$$E2E_RUN"}'; \
+	    sh -c 'hack/vm.sh run -m 6144 -t 1800 -f $$KIP_APISERVER_PORT -p $$KIP_TUNNEL_PORT:8132 -- $(BIN)/node-e2e.test -test.v -test.timeout 25m $${E2E_RUN:+-test.run "$$E2E_RUN"}'; \
 	  rc=$$?; rm -rf $(CACHE)/node-e2e/$$p; mkdir -p $(CACHE)/node-e2e; cp -a .vm/artifacts $(CACHE)/node-e2e/$$p 2>/dev/null; \
 	  cp -a $(CACHE)/run/node-$$p/*.log $(CACHE)/node-e2e/$$p/ 2>/dev/null; \
 	  [ $$rc -eq 0 ] || { echo "node-e2e: $$p failed (logs in $(CACHE)/node-e2e/$$p)"; exit $$rc; }; done
+
+# Kubernetes' own [sig-network] Services e2e tests (e2e.test v$(K8S_VERSION))
+# against the real node, once per proxier; results in $(CACHE)/conformance/.
+# A release check: about an hour per proxier under emulation (docs/testing.md).
+CONFORMANCE_PROXIERS ?= ours upstream
+conformance: e2e-bins k8s-bins vm-kernel image
+	K8S_EXTRA_BINS="$(NODE_BINS)" hack/node.sh >/dev/null
+	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
+	KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) hack/conformance.sh $(CONFORMANCE_PROXIERS)
+	$(GO) run ./hack/conformance-report $(CACHE)/conformance $(CONFORMANCE_PROXIERS)
 
 # A real apiserver, the proxier in the VM, a few sample Services and pods,
 # then the IPVS table and a request answered through a ClusterIP.

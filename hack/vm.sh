@@ -6,11 +6,13 @@
 # read-write at the same path, so host-built binaries run there unchanged.
 #
 #   hack/vm.sh prepare                       fetch + unpack kernel, build initramfs (cached)
-#   hack/vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD...
+#   hack/vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT [-p HOST:GUEST]] -- CMD...
 #       -f PORT  one user-mode NIC (restrict=on) whose only reachable address is
 #                10.0.2.100, ports 6443 and PORT, forwarded to this machine's
 #                127.0.0.1:PORT by bin/guestfwd (make e2e-bins).
 #                Without -f the VM has no network card at all.
+#       -p HOST:GUEST  with -f: this machine's 127.0.0.1:HOST reaches the VM's
+#                10.0.2.15:GUEST (the apiserver's way to a real node, e2e/tunnel).
 #
 # Exit code: CMD's; 124 on timeout; 125 if the VM reported none.
 set -euo pipefail
@@ -85,11 +87,12 @@ INIT
 }
 
 run() {
-  local mem=3072 cpus=${KIP_VM_CPUS:-$(nproc)} tmo=3000 fwd=""
+  local mem=3072 cpus=${KIP_VM_CPUS:-$(nproc)} tmo=3000 fwd="" hostfwd=""
   while [ $# -gt 0 ]; do case $1 in
     -m) mem=$2; shift 2;; -c) cpus=$2; shift 2;; -t) tmo=$2; shift 2;; -f) fwd=$2; shift 2;;
+    -p) hostfwd=",hostfwd=tcp:127.0.0.1:${2%%:*}-10.0.2.15:${2##*:}"; shift 2;;
     --) shift; break;; *) break;; esac; done
-  [ $# -gt 0 ] || { echo "usage: vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD..." >&2; exit 2; }
+  [ $# -gt 0 ] || { echo "usage: vm.sh run [-m MiB] [-c CPUs] [-t secs] [-f PORT [-p HOST:GUEST]] -- CMD..." >&2; exit 2; }
   prepare
   local accel cpu # before .vm/ is written: probing KVM runs a VM of its own
   read -r accel cpu < <(pick_accel)
@@ -101,7 +104,7 @@ run() {
     [ -x "$gf" ] || { echo "vm.sh: missing $gf (make e2e-bins)" >&2; exit 2; }
     # 10.0.2.100:PORT too: the kubernetes Service's endpoint (testcluster -controllers).
     local to="-cmd:${gf//,/,,} 127.0.0.1:$fwd"
-    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443$to,guestfwd=tcp:10.0.2.100:$fwd$to"
+    nic=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:6443$to,guestfwd=tcp:10.0.2.100:$fwd$to$hostfwd"
          -device virtio-net-pci,netdev=n0)
     # quickack: QEMU sends towards the guest with Nagle's algorithm too, and
     # the guest's delayed ACKs held back every watch event of two segments.

@@ -20,8 +20,12 @@ import (
 // packages, unpacked by hack/node.sh), the CNI bridge plugin, and kubelet
 // registering as NodeName with the apiserver of testcluster -controllers.
 type Node struct {
-	containerd, kubelet *Process
+	containerd, kubelet, tunnel *Process
 }
+
+// TunnelPort is where e2e/tunnel takes the apiserver's connections to the
+// node (testcluster -controllers, hack/vm.sh -p).
+const TunnelPort = "8132"
 
 // NodeDir is what hack/node.sh prepared: root/ (the unpacked packages) and
 // images/ (the OCI archives every pod runs from).
@@ -67,7 +71,16 @@ func StartNode(e *Env, images ...string) (*Node, error) {
 	}
 	n := &Node{}
 	var err error
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if n.tunnel, err = Start(e, "tunnel", filepath.Join(wd, "bin/tunnel"), "-listen", ":"+TunnelPort,
+		"-allow", NodeIP+"/32,"+PodCIDR.String()+",10.96.0.0/16"); err != nil {
+		return nil, err
+	}
 	if n.containerd, err = Start(e, "containerd", filepath.Join(root, "usr/bin/containerd")); err != nil {
+		n.Stop()
 		return nil, err
 	}
 	ctr := filepath.Join(root, "usr/bin/ctr")
@@ -99,7 +112,7 @@ func StartNode(e *Env, images ...string) (*Node, error) {
 
 // Stop ends kubelet, then containerd; the pods' processes go with the VM.
 func (n *Node) Stop() {
-	for _, p := range []*Process{n.kubelet, n.containerd} {
+	for _, p := range []*Process{n.kubelet, n.containerd, n.tunnel} {
 		if p != nil {
 			_ = p.Stop()
 		}

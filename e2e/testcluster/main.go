@@ -11,6 +11,7 @@
 // (kubelet.kubeconfig, e2e/node).
 //
 // The command sees KIP_APISERVER_PORT (for the VM's port forward),
+// KIP_TUNNEL_PORT (with -controllers: where the apiserver dials the node),
 // KIP_STATE (the directory with admin.kubeconfig, proxy.kubeconfig,
 // admin-host.kubeconfig) and, with -control, KIP_CONTROL (control.go). The
 // kubeconfigs without "-host" point at 10.0.2.100:6443, the address the VM
@@ -31,6 +32,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -108,7 +110,7 @@ func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArg
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var ports [3]int
+	var ports [4]int
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
@@ -116,7 +118,7 @@ func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArg
 		}
 		ports[i] = p
 	}
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	etcdPort, peerPort, apiPort, tunnelPort := ports[0], ports[1], ports[2], ports[3]
 	caPEM, err := writeCerts(state)
 	if err != nil {
 		return 0, err
@@ -174,7 +176,32 @@ func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArg
 	if controllers {
 		// Pods reach the apiserver through the kubernetes Service, whose
 		// endpoint the VM forwards to this port (hack/vm.sh -f).
-		api.args = append(api.args, "--advertise-address=10.0.2.100", "--endpoint-reconciler-type=lease")
+		api.args = append(api.args, "--advertise-address=10.0.2.100", "--endpoint-reconciler-type=lease",
+			"--egress-selector-config-file="+filepath.Join(state, "egress.yaml"), "--kubelet-preferred-address-types=InternalIP")
+		// The apiserver reaches the node (kubelet's API for exec and logs,
+		// pods for its proxy) through e2e/tunnel in the VM, which the VM's
+		// port forward (hack/vm.sh -p KIP_TUNNEL_PORT:8132) makes this port.
+		// The apiserver speaks HTTP CONNECT over TCP only with TLS, so it
+		// dials a unix socket that forwardUnix carries to the port.
+		sock := filepath.Join(state, "tunnel.sock")
+		stopForward, err := forwardUnix(sock, "127.0.0.1:"+strconv.Itoa(tunnelPort))
+		if err != nil {
+			return 0, err
+		}
+		defer stopForward()
+		egress := fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, sock)
+		if err := os.WriteFile(filepath.Join(state, "egress.yaml"), []byte(egress), 0o644); err != nil {
+			return 0, err
+		}
 	} else {
 		api.args = append(api.args, "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
 	}
@@ -208,7 +235,8 @@ func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArg
 
 	cmd := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "KIP_APISERVER_PORT="+strconv.Itoa(apiPort), "KIP_STATE="+state)
+	cmd.Env = append(os.Environ(), "KIP_APISERVER_PORT="+strconv.Itoa(apiPort), "KIP_STATE="+state,
+		"KIP_TUNNEL_PORT="+strconv.Itoa(tunnelPort))
 	if controlDir != "" {
 		c := &control{dir: controlDir, api: api, etcd: "http://127.0.0.1:" + strconv.Itoa(etcdPort)}
 		if err := c.reset(); err != nil {
@@ -361,3 +389,33 @@ func writeCerts(dir string) ([]byte, error) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// forwardUnix accepts connections on the unix socket path and carries each
+// to the TCP address to, until the returned stop is called.
+func forwardUnix(path, to string) (stop func(), err error) {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.DialTimeout("tcp", to, 10*time.Second)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	return func() { ln.Close() }, nil
+}
