@@ -3,7 +3,8 @@
 # from Go modules (no prebuilt downloads are possible here) into a cache
 # directory keyed by version, and print that directory. K8S_EXTRA_BINS names
 # more commands of k8s.io/kubernetes/cmd (the real node's kubelet,
-# kube-controller-manager and kube-scheduler).
+# kube-controller-manager and kube-scheduler; e2e.test and agnhost, for
+# make conformance).
 #
 # k8s.io/kubernetes maps its k8s.io/* staging modules to ./staging at v0.0.0,
 # so a throwaway module requires it and replaces each staging module with its
@@ -47,9 +48,16 @@ for b in $need; do
         echo ")"
       } >>go.mod
     fi
-    printf '//go:build tools\npackage tools\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$b" >tools.go
-    go mod tidy >/dev/null 2>&1 || go get "k8s.io/kubernetes/cmd/$b@v$ver" >/dev/null
-    go build -trimpath -ldflags "$(echo $ld)" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+    # e2e.test is test/e2e's test binary, agnhost the e2e tests' server.
+    pkg=k8s.io/kubernetes/cmd/$b
+    case $b in e2e.test) pkg=k8s.io/kubernetes/test/e2e;; agnhost) pkg=k8s.io/kubernetes/test/images/agnhost;; esac
+    printf '//go:build tools\npackage tools\nimport _ "%s"\n' "$pkg" >tools.go
+    go mod tidy >/dev/null 2>&1 || go get "$pkg@v$ver" >/dev/null
+    if [ "$b" = e2e.test ]; then
+      go test -c -trimpath -ldflags "$(echo $ld)" -o "$out/$b.tmp" "$pkg"
+    else
+      go build -trimpath -ldflags "$(echo $ld)" -o "$out/$b.tmp" "$pkg"
+    fi
     mv "$out/$b.tmp" "$out/$b"
     ;;
   esac

@@ -79,7 +79,29 @@ func run(m *testing.M) (int, error) {
 		return 2, err
 	}
 	fmt.Printf("node-e2e: workloads Ready after %s\n", time.Since(start).Round(time.Second))
+	if dir := os.Getenv("KIP_CONFORMANCE_DIR"); dir != "" {
+		return 0, serveConformance(dir)
+	}
 	return m.Run(), nil
+}
+
+// serveConformance keeps the node up for Kubernetes' e2e tests, which run
+// on the host (hack/conformance.sh): it says ready in dir and waits there
+// for done.
+func serveConformance(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ready"), nil, 0o644); err != nil {
+		return err
+	}
+	fmt.Println("node-e2e: ready for the conformance tests")
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
+			return nil
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 func waitRollout(ns, what string, timeout time.Duration) error {

@@ -1,0 +1,161 @@
+// Command conformance-report puts the e2e.test results of each proxier
+// (DIR/<proxier>/junit_01.xml, from hack/conformance.sh) side by side:
+// per test, passed, failed or skipped with the reason, and the duration.
+//
+//	conformance-report DIR PROXIER...   → DIR/report.md, and its summary on stdout
+package main
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+type suites struct {
+	Suites []struct {
+		Cases []testcase `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+type testcase struct {
+	Name    string  `xml:"name,attr"`
+	Status  string  `xml:"status,attr"`
+	Time    float64 `xml:"time,attr"`
+	Skipped *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"skipped"`
+	Failure *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"failure"`
+}
+
+// result is one test's outcome for one proxier.
+type result struct {
+	status, why string
+	seconds     float64
+}
+
+func main() {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: conformance-report DIR PROXIER...")
+		os.Exit(2)
+	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance-report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, proxiers []string) error {
+	results := map[string]map[string]result{} // test → proxier → result
+	for _, p := range proxiers {
+		rs, err := read(filepath.Join(dir, p, "junit_01.xml"))
+		if err != nil {
+			return err
+		}
+		for name, r := range rs {
+			if results[name] == nil {
+				results[name] = map[string]result{}
+			}
+			results[name][p] = r
+		}
+	}
+	names := make([]string, 0, len(results))
+	for n := range results {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# [sig-network] Services e2e tests, k8s.io/kubernetes e2e.test\n\n")
+	summary := summarize(names, results, proxiers)
+	fmt.Fprintf(&b, "%s\n\n| test | %s |\n|---|%s\n", summary, strings.Join(proxiers, " | "), strings.Repeat("---|", len(proxiers)))
+	for _, n := range names {
+		var cells []string
+		for _, p := range proxiers {
+			r, ok := results[n][p]
+			switch {
+			case !ok:
+				cells = append(cells, "not run")
+			case r.status == "skipped":
+				cells = append(cells, "skipped: "+oneLine(r.why))
+			case r.status == "failed":
+				cells = append(cells, fmt.Sprintf("**failed** (%.0f s): %s", r.seconds, oneLine(r.why)))
+			default:
+				cells = append(cells, fmt.Sprintf("%s (%.0f s)", r.status, r.seconds))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", strings.ReplaceAll(n, "|", `\|`), strings.Join(cells, " | "))
+	}
+	fmt.Println(summary)
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// read returns the Services tests of one junit file by name.
+func read(path string) (map[string]result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s suites
+	if err := xml.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]result{}
+	for _, suite := range s.Suites {
+		for _, c := range suite.Cases {
+			name := strings.TrimPrefix(c.Name, "[It] ")
+			if !strings.HasPrefix(name, "[sig-network] Services ") {
+				continue
+			}
+			r := result{status: c.Status, seconds: c.Time}
+			if c.Skipped != nil {
+				if c.Skipped.Message == "skipped" {
+					continue // not selected by the focus and skip expressions
+				}
+				r.why = c.Skipped.Message
+			}
+			if c.Failure != nil {
+				r.why = c.Failure.Message
+			}
+			out[name] = r
+		}
+	}
+	return out, nil
+}
+
+// summarize counts the passes per proxier, of the conformance tests and of all.
+func summarize(names []string, results map[string]map[string]result, proxiers []string) string {
+	var parts []string
+	for _, p := range proxiers {
+		conf, confPassed, ran, passed := 0, 0, 0, 0
+		for _, n := range names {
+			r, ok := results[n][p]
+			if !ok || r.status == "skipped" {
+				continue
+			}
+			ran++
+			if strings.Contains(n, "[Conformance]") {
+				conf++
+			}
+			if r.status == "passed" {
+				passed++
+				if strings.Contains(n, "[Conformance]") {
+					confPassed++
+				}
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d/%d Services conformance tests, %d/%d of all Services tests run", p, confPassed, conf, passed, ran))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return strings.ReplaceAll(s, "|", `\|`)
+}

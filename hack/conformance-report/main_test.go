@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const junitOurs = `<testsuites><testsuite>
+<testcase name="[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]" status="passed" time="20.5"></testcase>
+<testcase name="[It] [sig-network] Services should be rejected when no endpoints exist" status="failed" time="31"><failure message="no REFUSED"></failure></testcase>
+<testcase name="[It] [sig-network] Services should respect internalTrafficPolicy=Local Pod to Pod" status="skipped" time="0.1"><skipped message="Requires at least 2 nodes (not 1)"></skipped></testcase>
+<testcase name="[It] [sig-storage] something else" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] Services should work after restarting kube-proxy [Disruptive]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[SynchronizedBeforeSuite]" status="passed" time="1"></testcase>
+</testsuite></testsuites>`
+
+const junitUpstream = `<testsuites><testsuite>
+<testcase name="[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]" status="passed" time="25"></testcase>
+<testcase name="[It] [sig-network] Services should be rejected when no endpoints exist" status="passed" time="12"></testcase>
+</testsuite></testsuites>`
+
+// The report lists each Services test once with each proxier's result,
+// leaves out tests the focus did not select, and counts the passes.
+func TestReportPutsProxiersSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	for p, x := range map[string]string{"ours": junitOurs, "upstream": junitUpstream} {
+		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p, "junit_01.xml"), []byte(x), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run(dir, []string{"ours", "upstream"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(b)
+	for _, want := range []string{
+		"ours: 1/1 Services conformance tests, 1/2 of all Services tests run; upstream: 1/1 Services conformance tests, 2/2 of all Services tests run",
+		"| [sig-network] Services should be rejected when no endpoints exist | **failed** (31 s): no REFUSED | passed (12 s) |",
+		"| [sig-network] Services should respect internalTrafficPolicy=Local Pod to Pod | skipped: Requires at least 2 nodes (not 1) | not run |",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "sig-storage") || strings.Contains(report, "BeforeSuite") || strings.Contains(report, "restarting kube-proxy") {
+		t.Errorf("report lists tests outside the Services block:\n%s", report)
+	}
+}
