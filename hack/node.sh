@@ -46,9 +46,9 @@ go build -trimpath -ldflags "-s -w" -o "$dir/bin/echo" ./e2e/echo
 
 created=$(git log -1 --format=%ct 2>/dev/null || date +%s)
 img() { go run ./hack/image -created "$created" -tags "" "$@" >/dev/null; }
-img -static -name registry.k8s.io/pause -version 3.10 -bin "$dir/bin/pause" -entrypoint /pause -o "$dir/images/pause.tar"
-img -static -name localhost/echo -version dev -bin "$dir/bin/echo" -entrypoint /echo -o "$dir/images/echo.tar"
-img -static -name registry.k8s.io/coredns/coredns -version "v$corednsver" -bin "$dir/bin/coredns-$corednsver" \
+img -static -packages "" -name registry.k8s.io/pause -version 3.10 -bin "$dir/bin/pause" -entrypoint /pause -o "$dir/images/pause.tar"
+img -static -packages "" -name localhost/echo -version dev -bin "$dir/bin/echo" -entrypoint /echo -o "$dir/images/echo.tar"
+img -static -packages "" -name registry.k8s.io/coredns/coredns -version "v$corednsver" -bin "$dir/bin/coredns-$corednsver" \
   -entrypoint /coredns -o "$dir/images/coredns.tar"
 # Upstream kube-proxy: our image's packages, plus ipset, which its IPVS mode
 # runs, and the /etc/protocols ipset reads; the plain iptables names are
