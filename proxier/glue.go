@@ -269,10 +269,11 @@ func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
 	return g.run(readBack)
 }
 
-// rewrite is ensure for a sync, which never waits on another goroutine's
+// rewrite is ensure for a sync, which does not wait on another goroutine's
 // iptables run (a drift check's or a retry's, which may hang until its
 // deadline): while one runs it returns errGlueBusy, the chains stay behind,
-// and the sync that run's end triggers catches up. When the last run
+// and the sync that run's end triggers catches up. (rewriteAhead waits a
+// little, for the rules that must precede an apply.) When the last run
 // failed it returns errGlueFailing, and the chains wait for the kernel
 // setup's retry.
 func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
@@ -292,20 +293,17 @@ func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
 const aheadWait = 2 * time.Second
 
 // rewriteAhead is rewrite for the rules a sync writes ahead of its apply:
-// it waits up to aheadWait for another run to end, then answers
-// errGlueBusy as rewrite does, so a hung iptables still cannot hold the
-// sync back for long.
+// while another run holds the chains it tries again, for up to aheadWait,
+// then answers errGlueBusy as rewrite does, so a hung iptables still
+// cannot hold a sync back for long.
 func (g *glue) rewriteAhead() (drifted bool, took glueTimes, err error) {
-	for deadline := time.Now().Add(aheadWait); ; time.Sleep(5 * time.Millisecond) {
-		if g.mu.TryLock() {
-			g.mu.Unlock()
-			if drifted, took, err = g.rewrite(); !errors.Is(err, errGlueBusy) {
-				return drifted, took, err
-			}
+	deadline := time.Now().Add(aheadWait)
+	for {
+		drifted, took, err = g.rewrite()
+		if !errors.Is(err, errGlueBusy) || time.Now().After(deadline) {
+			return drifted, took, err
 		}
-		if time.Now().After(deadline) {
-			return false, took, errGlueBusy
-		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

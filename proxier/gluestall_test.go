@@ -240,9 +240,10 @@ func TestGlueLeftBehindCatchesUp(t *testing.T) {
 }
 
 // TestSyncDoesNotWaitForAnotherIPTablesRun: while a drift check's (or a
-// retry's) iptables run holds the glue, a sync that needs new rules writes
-// IPVS and set entries at once and leaves the chains behind; the next sync
-// after the run writes them.
+// retry's) iptables run holds the glue for longer than aheadWait (a hung
+// one), a sync that needs new rules writes IPVS and set entries after at
+// most that wait and leaves the chains behind; the next sync after the run
+// writes them.
 func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 	p, k, ipt, _ := proxierPastFirstSync(t)
 	g := p.glues[0]
@@ -278,6 +279,13 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 // glue for a moment, so the Service never answers before its rules.
 func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 	p, k, ipt, _ := proxierPastFirstSync(t)
+	late := false
+	ipt.Canonical = func(rule string) string { // called as each rule is restored
+		if strings.Contains(rule, "KUBE-EXTERNAL-IP") && strings.Contains(k.ipvs.Dump(), "-A 192.0.2.10:80/TCP") {
+			late = true
+		}
+		return rule
+	}
 	g := p.glues[0]
 	g.mu.Lock() // a drift check's run, which ends soon
 	go func() { time.Sleep(200 * time.Millisecond); g.mu.Unlock() }()
@@ -287,6 +295,9 @@ func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 		t.Fatalf("the Service was not programmed:\n%s", d)
 	}
 	if !strings.Contains(chains(t, ipt), externalRule) {
-		t.Errorf("the Service was programmed before its rules:\n%s", chains(t, ipt))
+		t.Errorf("the Service's rules were not written:\n%s", chains(t, ipt))
+	}
+	if late {
+		t.Error("the Service's virtual server was programmed before its rules")
 	}
 }
