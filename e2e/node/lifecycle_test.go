@@ -21,6 +21,7 @@ type loop struct {
 	name string
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once
 
 	mu       sync.Mutex
 	sent     int
@@ -56,10 +57,13 @@ func startLoop(name string, send func() (string, error)) *loop {
 	return l
 }
 
-// end stops the loop and returns how many requests it sent and the failures.
+// end stops the loop (again is a no-op) and returns how many requests it
+// sent and the failures.
 func (l *loop) end() (int, []failure) {
-	close(l.stop)
+	l.once.Do(func() { close(l.stop) })
 	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.sent, l.failures
 }
 
@@ -111,28 +115,40 @@ func serviceLoops(t *testing.T) []*loop {
 	ip, np := clusterIP(t, "echo"), nodePort(t, "echo-nodeport")
 	waitAnswer(t, func() (string, error) { return client.HTTP(ip, timeout) })
 	waitAnswer(t, func() (string, error) { return outside.HTTP(np, timeout) })
-	return []*loop{
+	loops := []*loop{
 		startLoop("pod to ClusterIP "+ip.String(), func() (string, error) { return client.HTTP(ip, timeout) }),
 		startLoop("outside to NodePort "+np.String(), func() (string, error) { return outside.HTTP(np, timeout) }),
 	}
+	for _, l := range loops {
+		t.Cleanup(func() { l.end() }) // a test that fails early leaves none running
+	}
+	return loops
 }
 
-// proxierPod is the name of the DaemonSet's pod and the image it runs.
-func proxierPod(t *testing.T) (name, image string) {
-	t.Helper()
+// proxierPod is the name of the DaemonSet's live pod and the image it runs.
+func proxierPod() (name, image string, err error) {
 	ctx, cancel := framework.Ctx()
 	defer cancel()
 	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.name})
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil {
-			return p.Name, p.Spec.Containers[0].Image
+			return p.Name, p.Spec.Containers[0].Image, nil
 		}
 	}
-	t.Fatalf("no %s pod", deployed.name)
-	return "", ""
+	return "", "", fmt.Errorf("no live %s pod", deployed.name)
+}
+
+// mustProxierPod is proxierPod, failing the test on an error.
+func mustProxierPod(t *testing.T) (name, image string) {
+	t.Helper()
+	name, image, err := proxierPod()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, image
 }
 
 // TestLifecycle: Services keep answering, with 0 failed requests, while
@@ -148,7 +164,7 @@ func TestLifecycle(t *testing.T) {
 			deployed.image+":"+deployed.tag, deployed.image+":"+next); err != nil {
 			t.Fatal(out, err)
 		}
-		old, _ := proxierPod(t)
+		old, _ := mustProxierPod(t)
 		loops := serviceLoops(t)
 		start := time.Now()
 		if err := deployed.deploy(next); err != nil {
@@ -157,7 +173,7 @@ func TestLifecycle(t *testing.T) {
 		if err := waitRollout("kube-system", "daemonset/"+deployed.name, 3*time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		pod, image := proxierPod(t)
+		pod, image := mustProxierPod(t)
 		t.Logf("%s replaced by %s (%s) in %s", old, pod, image, time.Since(start).Round(time.Second))
 		if pod == old || image != deployed.image+":"+next {
 			t.Fatalf("after the rollout the pod is %s with %s", pod, image)
@@ -166,14 +182,16 @@ func TestLifecycle(t *testing.T) {
 		requireNoFailures(t, loops...)
 	})
 	t.Run("DeletePod", func(t *testing.T) {
-		old, _ := proxierPod(t)
+		old, _ := mustProxierPod(t)
 		loops := serviceLoops(t)
 		if _, err := env.Kubectl("-n", "kube-system", "delete", "pod", old, "--wait=true"); err != nil {
 			t.Fatal(err)
 		}
 		if err := framework.Eventually(2*time.Minute, time.Second, func() error {
-			if pod, _ := proxierPod(t); pod == old {
-				return fmt.Errorf("%s still there", old)
+			// The DaemonSet controller makes the new pod once the old
+			// one is gone: until then there may be none.
+			if pod, _, err := proxierPod(); err != nil || pod == old {
+				return fmt.Errorf("no new pod yet (%s, %v)", pod, err)
 			}
 			return waitRollout("kube-system", "daemonset/"+deployed.name, 10*time.Second)
 		}); err != nil {
