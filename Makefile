@@ -83,16 +83,15 @@ test: unit e2e
 # $(CACHE)/node-e2e/<proxier>/. Too long for make test: a release check
 # (docs/testing.md).
 NODE_PROXIERS ?= ours upstream
-NODE_BINS := kubelet kube-controller-manager kube-scheduler
 node-e2e: e2e-bins k8s-bins vm-kernel image
-	K8S_EXTRA_BINS="$(NODE_BINS)" hack/node.sh >/dev/null
+	hack/node.sh >/dev/null
 	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
 	@for p in $(NODE_PROXIERS); do echo "== node-e2e: $$p"; \
 	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p \
 	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION" \
 	  $(BIN)/testcluster -controllers -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/node-$$p -- \
 	    sh -c 'hack/vm.sh run -m 6144 -t 1800 -f $$KIP_APISERVER_PORT -p $$KIP_TUNNEL_PORT:8132 -- $(BIN)/node-e2e.test -test.v -test.timeout 25m $${E2E_RUN:+-test.run "$$E2E_RUN"}'; \
-	  rc=$$?; rm -rf $(CACHE)/node-e2e/$$p; mkdir -p $(CACHE)/node-e2e; cp -a .vm/artifacts $(CACHE)/node-e2e/$$p 2>/dev/null; \
+	  rc=$$?; rm -rf $(CACHE)/node-e2e/$$p; mkdir -p $(CACHE)/node-e2e/$$p; cp -a .vm/artifacts/. $(CACHE)/node-e2e/$$p/ 2>/dev/null; \
 	  cp -a $(CACHE)/run/node-$$p/*.log $(CACHE)/node-e2e/$$p/ 2>/dev/null; \
 	  [ $$rc -eq 0 ] || { echo "node-e2e: $$p failed (logs in $(CACHE)/node-e2e/$$p)"; exit $$rc; }; done
 
@@ -101,10 +100,10 @@ node-e2e: e2e-bins k8s-bins vm-kernel image
 # A release check: about an hour per proxier under emulation (docs/testing.md).
 CONFORMANCE_PROXIERS ?= ours upstream
 conformance: e2e-bins k8s-bins vm-kernel image
-	K8S_EXTRA_BINS="$(NODE_BINS)" hack/node.sh >/dev/null
+	hack/node.sh >/dev/null
 	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
-	KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) hack/conformance.sh $(CONFORMANCE_PROXIERS)
-	$(GO) run ./hack/conformance-report $(CACHE)/conformance $(CONFORMANCE_PROXIERS)
+	@rc=0; KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) hack/conformance.sh $(CONFORMANCE_PROXIERS) || rc=$$?; \
+	  $(GO) run ./hack/conformance-report $(CACHE)/conformance $(CONFORMANCE_PROXIERS) && exit $$rc
 
 # A real apiserver, the proxier in the VM, a few sample Services and pods,
 # then the IPVS table and a request answered through a ClusterIP.

@@ -49,6 +49,7 @@ for p in "$@"; do
   bin/testcluster -controllers -bin "$kbin" -state "$cache/run/conformance-$p" -- sh -c '
     hack/vm.sh run -m 6144 -t 10800 -f $KIP_APISERVER_PORT -p $KIP_TUNNEL_PORT:8132 -- bin/node-e2e.test >"$OUT/vm.log" 2>&1 &
     vm=$!
+    trap "kill $vm 2>/dev/null" EXIT
     until [ -f .vm/conformance/ready ]; do kill -0 $vm 2>/dev/null || { echo "the node did not come up (see $OUT/vm.log)"; exit 1; }; sleep 2; done
     rc=0
     PATH=$KBIN:$PATH "$KBIN/e2e.test" --kubeconfig="$KIP_STATE/admin-host.kubeconfig" --provider=local \
@@ -56,6 +57,7 @@ for p in "$@"; do
       --report-dir="$OUT" >"$OUT/e2e.log" 2>&1 || rc=$?
     mkdir -p .vm/conformance && touch .vm/conformance/done; wait $vm || true
     grep -E "^(Ran|FAIL|SUCCESS)" "$OUT/e2e.log" | tail -3
-    exit $rc' || echo "conformance: $p had failures"
+    exit $rc' || { echo "conformance: $p had failures (see $out)"; failed=1; }
   cp -a .vm/artifacts "$out/node" 2>/dev/null || true
 done
+exit "${failed:-0}"

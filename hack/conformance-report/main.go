@@ -3,6 +3,8 @@
 // per test, passed, failed or skipped with the reason, and the duration.
 //
 //	conformance-report DIR PROXIER...   → DIR/report.md, and its summary on stdout
+//
+// It fails when ours fails a test that upstream passes.
 package main
 
 import (
@@ -90,7 +92,21 @@ func run(dir string, proxiers []string) error {
 		fmt.Fprintf(&b, "| %s | %s |\n", strings.ReplaceAll(n, "|", `\|`), strings.Join(cells, " | "))
 	}
 	fmt.Println(summary)
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	var worse []string
+	for _, n := range names {
+		ours, okOurs := results[n]["ours"]
+		up, okUp := results[n]["upstream"]
+		if okOurs && okUp && up.status == "passed" && ours.status != "passed" {
+			worse = append(worse, n)
+		}
+	}
+	if len(worse) > 0 {
+		return fmt.Errorf("ours does not pass %d tests upstream passes: %s", len(worse), strings.Join(worse, "; "))
+	}
+	return nil
 }
 
 // read returns the Services tests of one junit file by name.
