@@ -173,5 +173,5 @@ pick_accel() {
 case ${1:-} in
   prepare) prepare;;
   run) shift; run "$@";;
-  *) echo "usage: vm.sh prepare | run [-m MiB] [-c CPUs] [-t secs] [-f PORT] -- CMD..." >&2; exit 2;;
+  *) echo "usage: vm.sh prepare | run [-m MiB] [-c CPUs] [-t secs] [-f PORT [-p HOST:GUEST]] -- CMD..." >&2; exit 2;;
 esac

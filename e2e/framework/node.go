@@ -110,7 +110,8 @@ func StartNode(e *Env, images ...string) (*Node, error) {
 	return n, nil
 }
 
-// Stop ends kubelet, then containerd; the pods' processes go with the VM.
+// Stop ends kubelet, containerd and the tunnel; the pods' processes go
+// with the VM.
 func (n *Node) Stop() {
 	for _, p := range []*Process{n.kubelet, n.containerd, n.tunnel} {
 		if p != nil {

@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&spec.iptables, "iptables", "", "nft or legacy: plain iptables names for that backend, for a program that does not pick one itself")
 	flag.StringVar(&spec.programs, "programs", "", "more programs from the root, comma-separated (upstream kube-proxy runs ipset)")
 	flag.StringVar(&spec.files, "files", "", "more files from the root, comma-separated, at the same paths (ipset reads /etc/protocols)")
-	flag.StringVar(&spec.links, "links", "", "more symlinks, comma-separated PATH=TARGET (/bin/sh=/usr/sbin/dash)")
+	flag.StringVar(&spec.links, "links", "", "more symlinks, comma-separated PATH=TARGET (/bin/sh=/usr/bin/dash)")
 	flag.Parse()
 	if err := run(*root, *bin, *pkgs, *rootfsDir, *version, *revision, *created, *tags, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
