@@ -18,11 +18,13 @@ dir=$cache/node
 
 # The agnhost image, registry.k8s.io/e2e-test-images/agnhost:2.56: the
 # binary on a root of Debian packages with what the tests exec in their
-# pods: sh, OpenBSD nc, curl, ss, and busybox for wget, seq, dd, nslookup
-# and the small tools.
+# pods: sh, OpenBSD nc, curl, GNU wget, ss, and busybox for seq, dd,
+# nslookup and the small tools. (busybox-static's wget crashed in
+# hostNetwork pods, so wget is Debian's.) /bin is /usr/bin, as on a
+# merged-/usr Debian: the tests run /bin/sleep and /bin/false.
 agn=$dir/agnhost-root
 if [ ! -f "$agn/.done" ]; then
-  top="dash netcat-openbsd curl iproute2 busybox-static"
+  top="dash netcat-openbsd curl wget iproute2 busybox-static"
   closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
     --no-replaces --no-enhances --no-pre-depends $top 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
   mkdir -p "$dir/debs/agnhost" && rm -rf "$agn" && mkdir -p "$agn"
@@ -32,11 +34,11 @@ if [ ! -f "$agn/.done" ]; then
   echo "$closure" >"$dir/agnhost-packages"
   touch "$agn/.done"
 fi
-applets="wget seq dd nslookup sleep false true cat tail grep head ls ps mkdir rm env hostname"
-links="/bin/sh=/usr/bin/dash,/usr/bin/nc=nc.openbsd"
+applets="seq dd nslookup sleep false true cat tail grep head ls ps mkdir rm env hostname"
+links="/bin=usr/bin,/usr/bin/sh=dash,/usr/bin/nc=nc.openbsd"
 for a in $applets; do links="$links,/usr/bin/$a=busybox"; done
 go run ./hack/image -static -root "$agn" -packages "$dir/agnhost-packages" -created 0 -tags "" \
-  -programs dash,nc.openbsd,curl,ss,busybox -links "$links" \
+  -programs dash,nc.openbsd,curl,wget,ss,busybox -links "$links" \
   -name registry.k8s.io/e2e-test-images/agnhost -version 2.56 -bin "$kbin/agnhost" -entrypoint /agnhost \
   -o "$dir/images/agnhost.tar" >/dev/null
 
