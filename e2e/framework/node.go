@@ -40,8 +40,7 @@ const (
 
 // StartNode starts containerd, imports the images (the test images and
 // extra archives such as the proxier's), starts kubelet and waits until
-// the Node is Ready. Its state lives on fresh tmpfs mounts: overlayfs, the
-// snapshotter's, cannot use the VM's overlay root as its upper layer.
+// the Node is Ready. Its state lives on a fresh disk (setupNodeFS).
 func StartNode(e *Env, images ...string) (*Node, error) {
 	root := filepath.Join(NodeDir(), "root")
 	if _, err := os.Stat(filepath.Join(root, "usr/bin/containerd")); err != nil {
@@ -138,10 +137,14 @@ func nodeReady(e *Env) error {
 	return errors.New("node has no Ready condition yet")
 }
 
-// setupNodeFS mounts cgroup v2 and the tmpfs the runtime and kubelet keep
+// setupNodeFS mounts cgroup v2 and the disk the runtime and kubelet keep
 // their state on, and makes every mount shared, as systemd does on a node:
 // otherwise a pod's network namespace, bind-mounted under /run/netns, stays
-// mounted in copies and cannot be removed when the pod ends.
+// mounted in copies and cannot be removed when the pod ends. The disk is
+// ext4 on a loop device, not tmpfs: kubelet's ephemeral-storage accounting
+// (and the eviction a Services test relies on) needs a block-backed
+// filesystem, and overlayfs, the snapshotter's, cannot use the VM's
+// overlay root as its upper layer.
 func setupNodeFS() error {
 	if err := sh("mount", "--make-rshared", "/"); err != nil {
 		return err
@@ -151,11 +154,27 @@ func setupNodeFS() error {
 			return err
 		}
 	}
+	const disk, img = "/var/lib/kip-node", "/tmp/kip-node.ext4"
+	for _, step := range [][]string{
+		{"modprobe", "-a", "loop", "ext4"},
+		{"truncate", "-s", "8G", img},
+		{"mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", img},
+		{"mkdir", "-p", disk},
+		{"mount", "-o", "loop", img, disk},
+	} {
+		if err := sh(step...); err != nil {
+			return err
+		}
+	}
 	for _, d := range []string{"/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"} {
+		part := filepath.Join(disk, filepath.Base(d))
+		if err := os.MkdirAll(part, 0o755); err != nil {
+			return err
+		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
-		if err := sh("mount", "-t", "tmpfs", "tmpfs", d); err != nil {
+		if err := sh("mount", "--bind", part, d); err != nil {
 			return err
 		}
 	}
@@ -207,7 +226,6 @@ readOnlyPort: 0
 evictionHard: {memory.available: 10Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
 `
 
 // k8sBin is a binary of hack/k8s-bins.sh, read from its cache in place
