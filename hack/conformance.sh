@@ -23,17 +23,11 @@ dir=$cache/node
 # hostNetwork pods, so wget is Debian's.) /bin is /usr/bin, as on a
 # merged-/usr Debian: the tests run /bin/sleep and /bin/false.
 agn=$dir/agnhost-root
-if [ ! -f "$agn/.done" ]; then
-  top="dash netcat-openbsd curl wget iproute2 busybox-static"
-  closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-    --no-replaces --no-enhances --no-pre-depends $top 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
-  mkdir -p "$dir/debs/agnhost" && rm -rf "$agn" && mkdir -p "$agn"
-  (cd "$dir/debs/agnhost" && apt-get download $closure >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null && apt-get download $closure >/dev/null; })
-  for d in "$dir"/debs/agnhost/*.deb; do dpkg-deb -x "$d" "$agn"; done
-  echo "$closure" >"$dir/agnhost-packages"
-  touch "$agn/.done"
-fi
+top="dash netcat-openbsd curl wget iproute2 busybox-static"
+closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+  --no-replaces --no-enhances --no-pre-depends $top 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
+hack/debs.sh "$dir/debs/agnhost" -x "$agn" $closure
+echo "$closure" >"$dir/agnhost-packages"
 applets="seq dd nslookup sleep false true cat tail grep head ls ps mkdir rm env hostname"
 links="/bin=usr/bin,/usr/bin/sh=dash,/usr/bin/nc=nc.openbsd"
 for a in $applets; do links="$links,/usr/bin/$a=busybox"; done

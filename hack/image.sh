@@ -9,17 +9,7 @@ version=${1:?usage: image.sh VERSION}
 cd "$(dirname "$0")/.."
 cache=${KIP_CACHE:?KIP_CACHE unset (run it through make image)}
 dir=$cache/image
-mkdir -p "$dir/debs"
-
-pkgs=$(sed 's/#.*//' hack/image/packages | xargs)
-missing=""
-for p in $pkgs; do ls "$dir/debs/${p}"_*.deb >/dev/null 2>&1 || missing="$missing $p"; done
-if [ -n "$missing" ]; then
-  (cd "$dir/debs" && { apt-get download $missing >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null && apt-get download $missing >/dev/null; }; })
-fi
-rm -rf "$dir/root" && mkdir -p "$dir/root"
-for p in $pkgs; do dpkg-deb -x "$(ls "$dir/debs/${p}"_*.deb | tail -1)" "$dir/root"; done
+hack/debs.sh "$dir/debs" -x "$dir/root" $(sed 's/#.*//' hack/image/packages)
 
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.buildVersion=$version" -o "$dir/kube-ipvs-proxy" .
 created=$(git log -1 --format=%ct 2>/dev/null || date +%s)

@@ -18,17 +18,7 @@ corednsver=1.12.1
 dir=$cache/node
 mkdir -p "$dir/debs" "$dir/images" "$dir/bin"
 
-debs="containerd runc containernetworking-plugins"
-missing=""
-for p in $debs; do ls "$dir/debs/${p}"_*.deb >/dev/null 2>&1 || missing="$missing $p"; done
-if [ -n "$missing" ]; then
-  (cd "$dir/debs" && { apt-get download $missing >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null && apt-get download $missing >/dev/null; }; })
-fi
-if [ ! -x "$dir/root/usr/bin/containerd" ] || [ -n "$missing" ]; then
-  rm -rf "$dir/root" && mkdir -p "$dir/root"
-  for p in $debs; do dpkg-deb -x "$(ls "$dir/debs/${p}"_*.deb | tail -1)" "$dir/root"; done
-fi
+hack/debs.sh "$dir/debs" -x "$dir/root" containerd runc containernetworking-plugins
 
 kbin=$(K8S_EXTRA_BINS="kubelet kube-controller-manager kube-scheduler" hack/k8s-bins.sh)
 
@@ -36,9 +26,9 @@ export GOWORK=off CGO_ENABLED=0
 if [ ! -x "$dir/bin/coredns-$corednsver" ]; then
   echo "node.sh: building CoreDNS v$corednsver (first time only, a few minutes)" >&2
   w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
-  (cd "$w" && go mod init kipcoredns >/dev/null 2>&1 \
-    && GOFLAGS=-mod=mod go get "github.com/coredns/coredns@v$corednsver" >/dev/null 2>&1 \
-    && GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$dir/bin/coredns.tmp" github.com/coredns/coredns)
+  (cd "$w" && go mod init kipcoredns && GOFLAGS=-mod=mod go get "github.com/coredns/coredns@v$corednsver" \
+    && GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$dir/bin/coredns.tmp" github.com/coredns/coredns) \
+    >"$w/log" 2>&1 || { cat "$w/log" >&2; echo "node.sh: the CoreDNS build failed" >&2; exit 1; }
   mv "$dir/bin/coredns.tmp" "$dir/bin/coredns-$corednsver"
 fi
 go build -trimpath -ldflags "-s -w" -o "$dir/bin/pause" ./e2e/pause
@@ -55,9 +45,7 @@ img -static -packages "" -name registry.k8s.io/coredns/coredns -version "v$cored
 # nft's, the backend of the VM's kubelet.
 [ -d "$cache/image/root" ] || { echo "node.sh: no $cache/image/root (make image first)" >&2; exit 2; }
 kpdebs="ipset libipset13 netbase"
-for p in $kpdebs; do
-  ls "$dir/debs/${p}"_*.deb >/dev/null 2>&1 || (cd "$dir/debs" && apt-get download "$p" >/dev/null 2>&1)
-done
+hack/debs.sh "$dir/debs" $kpdebs
 rm -rf "$dir/kube-proxy-root" && cp -a "$cache/image/root" "$dir/kube-proxy-root"
 for p in $kpdebs; do dpkg-deb -x "$(ls "$dir/debs/${p}"_*.deb | tail -1)" "$dir/kube-proxy-root"; done
 { cat hack/image/packages; for p in $kpdebs; do echo "$p"; done; } >"$dir/kube-proxy-packages"

@@ -44,8 +44,7 @@ prepare() {
   fi
   echo "vm.sh: preparing $kpkg" >&2
   mkdir -p "$cache/debs"
-  (cd "$cache/debs" && { ls "$kpkg"_*.deb >/dev/null 2>&1 || apt-get download "$kpkg" >/dev/null; } \
-                    && { ls busybox-static_*.deb >/dev/null 2>&1 || apt-get download busybox-static >/dev/null; })
+  "$(dirname "$0")/debs.sh" "$cache/debs" "$kpkg" busybox-static
   rm -rf "$cache/kernel" "$cache/bb"; mkdir -p "$cache/kernel" "$cache/bb"
   dpkg-deb -x "$cache/debs/$kpkg"_*.deb "$cache/kernel"
   dpkg-deb -x "$cache"/debs/busybox-static_*.deb "$cache/bb"
