@@ -118,10 +118,15 @@ func run() error {
 	fmt.Println("service demo/dns  10.96.100.53:53/UDP -> dns-1, dns-2 :5353")
 
 	web, dns := netip.MustParseAddrPort("10.96.100.10:80"), netip.MustParseAddrPort("10.96.100.53:53")
-	// Both Services, so the table below shows everything the demo created.
+	lb := netip.MustParseAddrPort("192.168.200.10:80")
+	// Both Services, and web's ingress IP (its status is written after the
+	// Service), so the table below shows everything the demo created.
 	if err := framework.Eventually(30*time.Second, 100*time.Millisecond, func() error {
 		if _, err := client.HTTP(web, time.Second); err != nil {
 			return fmt.Errorf("web: %w", err)
+		}
+		if _, err := outside.HTTP(lb, time.Second); err != nil {
+			return fmt.Errorf("web's LoadBalancer IP: %w", err)
 		}
 		_, err := client.UDP(dns, time.Second)
 		return err
@@ -151,7 +156,7 @@ func run() error {
 		fmt.Printf("UDP %s     answered by %s\n", dns, who)
 	}
 	step("requests from a host outside the node (192.168.100.2): the NodePort and the LoadBalancer IP")
-	for _, to := range []netip.AddrPort{netip.MustParseAddrPort(framework.NodeIP + ":30080"), netip.MustParseAddrPort("192.168.200.10:80")} {
+	for _, to := range []netip.AddrPort{netip.MustParseAddrPort(framework.NodeIP + ":30080"), lb} {
 		for i := 0; i < 3; i++ {
 			who, err := outside.HTTP(to, 2*time.Second)
 			if err != nil {
