@@ -6,8 +6,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/events"
 
+	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
 
@@ -42,9 +42,9 @@ func logConfigFile(log *zap.Logger, f *proxyconfig.File) {
 
 // eventConfigFile posts an Event for unknown fields, which are likely typos,
 // once the client exists.
-func eventConfigFile(recorder events.EventRecorder, node *v1.ObjectReference, f *proxyconfig.File) {
+func eventConfigFile(poster *kevents.Poster, node *v1.ObjectReference, f *proxyconfig.File) {
 	if f != nil && len(f.Unknown) > 0 {
-		recorder.Eventf(node, nil, v1.EventTypeWarning, "UnknownConfigFields", "LoadConfig",
-			"kube-ipvs-proxy ignored unknown fields in its configuration file: %s", strings.Join(f.Unknown, ", "))
+		poster.Announce(node, v1.EventTypeWarning, "UnknownConfigFields", "LoadConfig",
+			"kube-ipvs-proxy ignored unknown fields in its configuration file: "+strings.Join(f.Unknown, ", "))
 	}
 }

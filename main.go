@@ -26,11 +26,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
@@ -38,6 +35,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
@@ -445,7 +443,7 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 	rc.AcceptContentTypes = cmp.Or(c.String("kube-api-accept-content-types"), rc.ContentType+",application/json")
 	rc.QPS, rc.Burst = float32(c.Float64("kube-api-qps")), c.Int("kube-api-burst")
 	rc.Wrap(informers.BufferWatches)
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeclient.New(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -454,13 +452,13 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 		return fmt.Errorf("cannot run in IPVS mode: %w", err)
 	}
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	broadcaster.StartRecordingToSink(ctx.Done())
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
-	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: "", Namespace: ""}
-	recorder.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
-	eventConfigFile(recorder, nodeRef, file)
+	// Events go through a poster that names each warning by what it says:
+	// the same warning from every node and every restart is one object.
+	warnings := kevents.New(client, "kube-proxy", cfg.NodeName, log.Named("events"))
+	go warnings.Run(ctx)
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName}
+	warnings.Announce(nodeRef, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
+	eventConfigFile(warnings, nodeRef, file)
 
 	health := healthz.New(2 * cfg.SyncPeriod)
 	m := metrics.New()
@@ -486,11 +484,6 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 		return err
 	}
 
-	// Warnings about Services go through a poster that names each Event by
-	// what it says: the same warning from every node and every restart is
-	// one object.
-	warnings := kevents.New(client.EventsV1(), "kube-proxy", cfg.NodeName, log.Named("events"))
-	go warnings.Run(ctx)
 	p := proxier.New(cfg, kernel, log, health, m, warnings)
 	// The critical Services' own small list and watch first: the proxier
 	// programs them from it long before the cluster-wide list completes.

@@ -19,6 +19,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient/clientset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
@@ -66,7 +67,7 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	s.logf("cold start")
 	start := time.Now()
 	p := proxier.New(cfg, kern, zap.NewNop(), healthz.New(time.Minute), m, nil)
-	if err := informers.Start(ctx, client, cfg.NodeName, 15*time.Minute, p, p, p); err != nil {
+	if err := informers.Start(ctx, clientset.Client{Interface: client}, cfg.NodeName, 15*time.Minute, p, p, p); err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})

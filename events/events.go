@@ -22,11 +22,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/reference"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 )
+
+// Sink creates Events in the apiserver: kubeclient.Client.
+type Sink interface {
+	CreateEvent(context.Context, *eventsv1.Event) error
+}
 
 // NoteMax is the longest note events.k8s.io/v1 accepts, in bytes.
 const NoteMax = 1024
@@ -47,7 +52,7 @@ const (
 // Poster posts Events through events.k8s.io/v1 under names derived from
 // what they say (see Name). Create it with New and run Run.
 type Poster struct {
-	client               typedeventsv1.EventsV1Interface
+	sink                 Sink
 	controller, instance string
 	log                  *zap.Logger
 	queue                chan *eventsv1.Event
@@ -63,31 +68,47 @@ type Poster struct {
 
 // New posts as controller (kube-proxy's "kube-proxy"), from instance (the
 // node's name).
-func New(client typedeventsv1.EventsV1Interface, controller, instance string, log *zap.Logger) *Poster {
-	return &Poster{client: client, controller: controller, instance: instance, log: log,
+func New(sink Sink, controller, instance string, log *zap.Logger) *Poster {
+	return &Poster{sink: sink, controller: controller, instance: instance, log: log,
 		queue: make(chan *eventsv1.Event, queueLen), limiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst), now: time.Now,
 		last: map[string]time.Time{}}
 }
 
-// Eventf queues an Event about regarding; it never blocks.
+// Eventf queues an Event about regarding; it never blocks. An object gets
+// one such Event per perObject, named by what it says (see Name).
 func (p *Poster) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	ref, err := reference.GetReference(scheme.Scheme, regarding)
+	p.queueEvent(regarding, related, eventtype, reason, action, fmt.Sprintf(note, args...), true)
+}
+
+// Announce queues a one-off Event, such as the proxier's start: it has a
+// name of its own and no per-object wait, but shares the rate limit.
+func (p *Poster) Announce(regarding runtime.Object, eventtype, reason, action, note string) {
+	p.queueEvent(regarding, nil, eventtype, reason, action, note, false)
+}
+
+func (p *Poster) queueEvent(regarding, related runtime.Object, eventtype, reason, action, note string, byContent bool) {
+	ref, err := reference.GetReference(kubeclient.Scheme, regarding)
 	if err != nil {
 		p.log.Warn("no Event: cannot refer to the object", zap.Error(err))
 		return
 	}
-	if !p.due(ref) {
+	if byContent && !p.due(ref) {
 		p.dropped.Add(1)
 		return
 	}
-	msg := Truncate(fmt.Sprintf(note, args...), NoteMax)
+	msg := Truncate(note, NoteMax)
 	ns := ref.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault // where events about cluster-scoped objects go
 	}
+	now := p.now()
+	name := fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()) // as client-go's recorders name theirs
+	if byContent {
+		name = Name(ref.Name, string(ref.UID), eventtype, reason, msg)
+	}
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: Name(ref.Name, string(ref.UID), eventtype, reason, msg), Namespace: ns},
-		EventTime:           metav1.NewMicroTime(p.now()),
+		ObjectMeta:          metav1.ObjectMeta{Name: name, Namespace: ns},
+		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: p.controller,
 		ReportingInstance:   p.instance,
 		Action:              action,
@@ -97,7 +118,7 @@ func (p *Poster) Eventf(regarding, related runtime.Object, eventtype, reason, ac
 		Type:                eventtype,
 	}
 	if related != nil {
-		if r, err := reference.GetReference(scheme.Scheme, related); err == nil {
+		if r, err := reference.GetReference(kubeclient.Scheme, related); err == nil {
 			ev.Related = r
 		}
 	}
@@ -146,7 +167,7 @@ func (p *Poster) post(ctx context.Context, ev *eventsv1.Event) {
 	if n := p.dropped.Swap(0); n > 0 {
 		p.log.Warn("Events dropped: more than the rate limit allows; the log has each warning", zap.Int64("dropped", n))
 	}
-	_, err := p.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	err := p.sink.CreateEvent(ctx, ev)
 	switch {
 	case err == nil, apierrors.IsAlreadyExists(err):
 		// Posted, by this proxier or another: one object either way.

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient/clientset"
 )
 
 func service(name, uid string) *v1.Service {
@@ -42,7 +44,7 @@ func TestTheSameWarningFromManyNodesIsOneEvent(t *testing.T) {
 	bad := service("bad", "1")
 	other := service("other", "2")
 	for _, node := range []string{"node-a", "node-b", "node-a", "node-c"} {
-		p := New(client.EventsV1(), "kube-proxy", node, zap.NewNop())
+		p := New(clientset.Client{Interface: client}, "kube-proxy", node, zap.NewNop())
 		p.Eventf(bad, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", "external IP \"x\" is not an IP address; skipped")
 		p.Eventf(other, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", "something else")
 		drain(t, p)
@@ -65,7 +67,7 @@ func TestTheSameWarningFromManyNodesIsOneEvent(t *testing.T) {
 // Service with many bad addresses, would lose its Event altogether.
 func TestLongNotesAreCutToWhatTheAPIAccepts(t *testing.T) {
 	client := fake.NewClientset()
-	p := New(client.EventsV1(), "kube-proxy", "node-a", zap.NewNop())
+	p := New(clientset.Client{Interface: client}, "kube-proxy", "node-a", zap.NewNop())
 	p.Eventf(service("long", "3"), nil, v1.EventTypeWarning, "InvalidService", "Sync", "%s", strings.Repeat("é", 100_000))
 	drain(t, p)
 	list, _ := client.EventsV1().Events("tenant").List(context.Background(), metav1.ListOptions{})
@@ -80,7 +82,7 @@ func TestLongNotesAreCutToWhatTheAPIAccepts(t *testing.T) {
 
 // Posting never blocks the sync: a queue that is full drops.
 func TestEventfNeverBlocks(t *testing.T) {
-	p := New(fake.NewClientset().EventsV1(), "kube-proxy", "node-a", zap.NewNop())
+	p := New(clientset.Client{Interface: fake.NewClientset()}, "kube-proxy", "node-a", zap.NewNop())
 	for i := range queueLen + 10 {
 		p.Eventf(service(fmt.Sprint("s", i), fmt.Sprint(i)), nil, v1.EventTypeWarning, "InvalidService", "Sync", "%d", i)
 	}
@@ -102,7 +104,7 @@ func TestNameIsAValidObjectName(t *testing.T) {
 // A tenant who keeps changing what is wrong with one Service gets one
 // Event per object every few minutes, and cannot crowd out another's.
 func TestOneObjectOneEventPerWait(t *testing.T) {
-	p := New(fake.NewClientset().EventsV1(), "kube-proxy", "node-a", zap.NewNop())
+	p := New(clientset.Client{Interface: fake.NewClientset()}, "kube-proxy", "node-a", zap.NewNop())
 	now := time.Unix(1000, 0)
 	p.now = func() time.Time { return now }
 	noisy, other := service("noisy", "5"), service("other", "6")
@@ -117,5 +119,31 @@ func TestOneObjectOneEventPerWait(t *testing.T) {
 	p.Eventf(noisy, nil, v1.EventTypeWarning, "InvalidService", "Sync", "edit 50")
 	if n := len(p.queue); n != 3 {
 		t.Fatalf("%d Events queued once the wait was over, want 3", n)
+	}
+}
+
+// A proxier's start and its configuration warnings are one Event each
+// time, even about the same Node within the per-object wait.
+func TestAnnouncementsAreEachAnEvent(t *testing.T) {
+	client := fake.NewClientset()
+	p := New(clientset.Client{Interface: client}, "kube-proxy", "node-a", zap.NewNop())
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { now = now.Add(time.Second); return now }
+	node := &v1.ObjectReference{Kind: "Node", Name: "node-a"}
+	p.Announce(node, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
+	p.Announce(node, v1.EventTypeWarning, "UnknownConfigFields", "LoadConfig", "unknown: x")
+	p.Announce(node, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
+	drain(t, p)
+	list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Fatalf("%d Events, want 3", len(list.Items))
+	}
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind != "Node" || ev.Regarding.Name != "node-a" || !strings.HasPrefix(ev.Name, "node-a.") {
+			t.Errorf("Event %+v", ev)
+		}
 	}
 }

@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 )
 
 // StartCritical lists and watches just the named Services and their
@@ -22,7 +22,7 @@ import (
 // list. The informers stop when stop is closed (or ctx is done); the caller
 // closes it once the cluster-wide caches have synced, so the two never
 // disagree for long.
-func StartCritical(ctx context.Context, client kubernetes.Interface, names []types.NamespacedName, resync time.Duration,
+func StartCritical(ctx context.Context, client Client, names []types.NamespacedName, resync time.Duration,
 	svc ServiceHandler, eps EndpointSliceHandler, stop <-chan struct{}) error {
 	if len(names) == 0 {
 		return nil
@@ -37,29 +37,25 @@ func StartCritical(ctx context.Context, client kubernetes.Interface, names []typ
 	}()
 	var svcSynced, epsSynced []cache.InformerSynced
 	for _, n := range names {
-		byName := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(Slim),
-			informers.WithNamespace(n.Namespace), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.LabelSelector = LabelSelector
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", n.Name).String()
-			}))
-		byService := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(Slim),
-			informers.WithNamespace(n.Namespace), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.LabelSelector = discovery.LabelServiceName + "=" + n.Name + "," + LabelSelector
-			}))
-		svcReg, err := byName.Core().V1().Services().Informer().AddEventHandler(serviceEvents(svc))
-		if err != nil {
-			cancel()
-			return fmt.Errorf("critical service %s handler: %w", n, err)
+		byName := func(o *metav1.ListOptions) {
+			o.LabelSelector = LabelSelector
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", n.Name).String()
 		}
-		epsReg, err := byService.Discovery().V1().EndpointSlices().Informer().AddEventHandler(sliceEvents(eps))
+		byService := func(o *metav1.ListOptions) {
+			o.LabelSelector = discovery.LabelServiceName + "=" + n.Name + "," + LabelSelector
+		}
+		svcReg, err := inform(ctx, client, kubeclient.Services, n.Namespace, byName, resync, serviceEvents(svc))
 		if err != nil {
 			cancel()
-			return fmt.Errorf("critical service %s endpointslice handler: %w", n, err)
+			return fmt.Errorf("critical service %s: %w", n, err)
+		}
+		epsReg, err := inform(ctx, client, kubeclient.EndpointSlices, n.Namespace, byService, resync, sliceEvents(eps))
+		if err != nil {
+			cancel()
+			return fmt.Errorf("critical service %s: %w", n, err)
 		}
 		svcSynced = append(svcSynced, svcReg.HasSynced)
 		epsSynced = append(epsSynced, epsReg.HasSynced)
-		byName.Start(ctx.Done())
-		byService.Start(ctx.Done())
 	}
 	go whenSynced(ctx, allSynced(svcSynced), svc.OnServicesSynced)
 	go whenSynced(ctx, allSynced(epsSynced), eps.OnEndpointSlicesSynced)

@@ -14,10 +14,31 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 )
+
+// Client lists and watches one resource: kubeclient.Client, or in tests an
+// adapter over client-go's fake clientset.
+type Client interface {
+	ListWatch(r kubeclient.Resource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher
+}
+
+// inform starts an informer of r, its objects slimmed, with h its handler.
+func inform(ctx context.Context, client Client, r kubeclient.Resource, namespace string, tweak func(*metav1.ListOptions),
+	resync time.Duration, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	inf := cache.NewSharedIndexInformer(client.ListWatch(r, namespace, tweak), r.Object(), resync, cache.Indexers{})
+	if err := inf.SetTransform(Slim); err != nil {
+		return nil, err
+	}
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return nil, fmt.Errorf("%s handler: %w", r.Name(), err)
+	}
+	go inf.RunWithContext(ctx)
+	return reg, nil
+}
 
 // LabelSelector is kube-proxy's: Services (and their slices) that name
 // another service proxy, or are headless, are not ours.
@@ -46,37 +67,28 @@ type NodeHandler interface {
 
 // Start runs the informers until ctx is done and calls the Synced handlers
 // once each cache holds its first complete list.
-func Start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration,
+func Start(ctx context.Context, client Client, nodeName string, resync time.Duration,
 	svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler) error {
-	filtered := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(Slim),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelSelector }))
-	ownNode := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(Slim),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-		}))
-
-	svcInf := filtered.Core().V1().Services().Informer()
-	svcReg, err := svcInf.AddEventHandler(serviceEvents(svc))
+	filtered := func(o *metav1.ListOptions) { o.LabelSelector = LabelSelector }
+	svcReg, err := inform(ctx, client, kubeclient.Services, "", filtered, resync, serviceEvents(svc))
 	if err != nil {
-		return fmt.Errorf("service handler: %w", err)
+		return err
 	}
-	epsInf := filtered.Discovery().V1().EndpointSlices().Informer()
-	epsReg, err := epsInf.AddEventHandler(sliceEvents(eps))
+	epsReg, err := inform(ctx, client, kubeclient.EndpointSlices, "", filtered, resync, sliceEvents(eps))
 	if err != nil {
-		return fmt.Errorf("endpointslice handler: %w", err)
+		return err
 	}
-	nodeInf := ownNode.Core().V1().Nodes().Informer()
-	nodeReg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	ownNode := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
+	}
+	nodeReg, err := inform(ctx, client, kubeclient.Nodes, "", ownNode, resync, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { with(o, node.OnNodeChange) },
 		UpdateFunc: func(_, cur any) { with(cur, node.OnNodeChange) },
 		DeleteFunc: func(any) { node.OnNodeChange(nil) },
 	})
 	if err != nil {
-		return fmt.Errorf("node handler: %w", err)
+		return err
 	}
-
-	filtered.Start(ctx.Done())
-	ownNode.Start(ctx.Done())
 	// The registrations, not the informers: an informer has synced once its
 	// first list is in the cache, before our handlers have seen all of it,
 	// and a first sync then would delete the real servers of every Service

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient/clientset"
 	"k8s.io/utils/ptr"
 )
 
@@ -76,7 +78,7 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	h := &slowHandler{synced: make(chan struct{}, 2)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := Start(ctx, client, "node", time.Hour, h, h, h); err != nil {
+	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, h, h, h); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
