@@ -86,11 +86,11 @@ func New(rc *rest.Config) (*Client, error) {
 		if cfg.UserAgent == "" {
 			cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 		}
-		rc, err := rest.RESTClientFor(cfg)
+		group, err := rest.RESTClientFor(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s client: %w", gv, err)
 		}
-		c.byGroup[gv] = rc
+		c.byGroup[gv] = group
 	}
 	return c, nil
 }
