@@ -102,10 +102,11 @@ func (p *Poster) queueEvent(regarding, related runtime.Object, eventtype, reason
 		ns = metav1.NamespaceDefault // where events about cluster-scoped objects go
 	}
 	now := p.now()
-	name := fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()) // as client-go's recorders name theirs
-	if byContent {
-		name = Name(ref.Name, string(ref.UID), eventtype, reason, msg)
+	id := string(ref.UID)
+	if !byContent { // a name of its own: the time makes it unique
+		id += "@" + now.Format(time.RFC3339Nano)
 	}
+	name := Name(ref.Name, id, eventtype, reason, msg)
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: name, Namespace: ns},
 		EventTime:           metav1.NewMicroTime(now),

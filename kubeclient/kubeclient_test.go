@@ -66,9 +66,8 @@ func TestListAsksForTheResourceWhereItLives(t *testing.T) {
 	} {
 		a.seen = nil
 		lw := c.ListWatch(tc.r, tc.namespace, selector).(cache.ListerWatcherWithContext)
-		if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil && tc.r.Name() == "services" {
-			t.Fatal(err)
-		}
+		// The server answers a ServiceList whatever is asked: only the request matters here.
+		_, _ = lw.ListWithContext(context.Background(), metav1.ListOptions{})
 		if len(a.seen) != 1 || a.seen[0] != tc.want {
 			t.Errorf("%s in %q: requests %q, want %q", tc.r.Name(), tc.namespace, a.seen, tc.want)
 		}
