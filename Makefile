@@ -41,10 +41,19 @@ k8s-bins: deps
 vm-kernel: deps
 	hack/vm.sh prepare
 
-lint:
+# staticcheck, pinned, built into the cache on first use.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK = $(CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)
+$(STATICCHECK):
+	mkdir -p $(CACHE)/tools/bin && GOBIN=$(CACHE)/tools/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(CACHE)/tools/bin/staticcheck $@
+
+lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags e2e ./e2e/...
 
 # Every fuzz target, as package:target. Go fuzzes one target per run.
 FUZZ_TARGETS := ./proxier:FuzzDesiredState ./proxier:FuzzChangeTracker ./proxier:FuzzAPIAddr \

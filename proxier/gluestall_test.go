@@ -99,10 +99,10 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 		t.Errorf("iptables run %d times before the retry was due", ipt.Saves-saves)
 	}
 	// A retry that fails again waits longer.
-	first := f.retryAt.Sub(time.Now())
+	first := time.Until(f.retryAt)
 	p.setupStatus.retryNow(setupKey)
 	p.SyncNow()
-	if f = p.setupStatus.failed[setupKey]; f == nil || f.attempts != 2 || f.retryAt.Sub(time.Now()) <= first {
+	if f = p.setupStatus.failed[setupKey]; f == nil || f.attempts != 2 || time.Until(f.retryAt) <= first {
 		t.Fatalf("second failure %+v: its retry must be further off than %s", f, first)
 	}
 

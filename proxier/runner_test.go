@@ -9,8 +9,8 @@ import (
 func TestRunnerRateLimitsWithBurst(t *testing.T) {
 	r := newRunner(nil, time.Second, time.Minute)
 	now := time.Unix(0, 0)
-	if r.wait(now) != 0 || r.wait(now) != 0 {
-		t.Fatal("the first two runs may go at once")
+	if first, second := r.wait(now), r.wait(now); first != 0 || second != 0 {
+		t.Fatalf("the first two runs may go at once, waited %s and %s", first, second)
 	}
 	if d := r.wait(now); d != time.Second {
 		t.Fatalf("third run waits %s, want 1s", d)
