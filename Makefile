@@ -56,7 +56,7 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) -tags e2e ./e2e/...
 
 # Every fuzz target, as package:target. Go fuzzes one target per run.
-FUZZ_TARGETS := ./proxier:FuzzDesiredState ./proxier:FuzzChangeTracker ./proxier:FuzzAPIAddr \
+FUZZ_TARGETS := ./desired:FuzzDesiredState ./proxier:FuzzChangeTracker ./desired:FuzzAPIAddr \
 	./proxier:FuzzSavedBlocked ./proxier:FuzzOurChains ./informers:FuzzSlim ./ipvs:FuzzDecode ./ipset:FuzzEntryCodec ./ipset:FuzzHeader
 fuzz_each = @for t in $(FUZZ_TARGETS); do \
 	  $(GO) test -run='^$$' -fuzz="^$${t\#*:}\$$" -fuzztime=$(1) $${t%%:*} || exit 1; done

@@ -45,3 +45,31 @@ func TestBinaryLeavesOutTheClientset(t *testing.T) {
 		}
 	}
 }
+
+// forbidden are the imports each package must not reach, directly or not:
+// the package graph is the design, and the compiler only checks cycles.
+var forbidden = map[string][]string{
+	// Desired state is a pure function of API objects: no apiserver, no
+	// orchestration, no kernel access but the kernel objects' value types.
+	"./desired": {"dummyiface", "iptables", "conntrack", "nodeaddrs", "proxier", "kubeclient", "informers", "k8s.io/client-go"},
+}
+
+func TestPackagesImportOnlyDown(t *testing.T) {
+	const module = "github.com/kube-ipvs-proxy/kube-ipvs-proxy/"
+	for pkg, banned := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Skipf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range banned {
+				if !strings.Contains(b, ".") {
+					b = module + b
+				}
+				if dep == b || strings.HasPrefix(dep, b+"/") {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
+			}
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
@@ -45,7 +46,7 @@ import (
 // cluster DNS.
 var defaultCritical = []string{"default/kubernetes", "kube-system/kube-dns"}
 
-var schedulers = proxier.Schedulers
+var schedulers = desired.Schedulers
 
 func flags() []cli.Flag {
 	return append([]cli.Flag{

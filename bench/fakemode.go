@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
@@ -49,8 +50,8 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := proxier.Config{NodeName: framework.NodeName, SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second,
-		MasqueradeBit: 14, IPv6Capable: v6 == nil, CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}}
+	cfg := proxier.Config{Config: desired.Config{NodeName: framework.NodeName, IPv6Capable: v6 == nil},
+		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, MasqueradeBit: 14, CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}}
 	m := metrics.New()
 	// The scenarios read the metrics where a proxier serves them.
 	ln, err := net.Listen("tcp", "127.0.0.1:10249")

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
 
 // TestHostileServiceWarnsOnce: a Service with a 200 KB scheduler annotation
@@ -26,7 +26,7 @@ func TestHostileServiceWarnsOnce(t *testing.T) {
 	mustNamespace(t, ns)
 	a := mustPod(t, "hostile-a", "10.244.48.1", true)
 	svc, slice := webService(ns, "10.96.48.10", a)
-	svc.Annotations = map[string]string{proxier.SchedulerAnnotation: strings.Repeat("x", 200_000)}
+	svc.Annotations = map[string]string{desired.SchedulerAnnotation: strings.Repeat("x", 200_000)}
 	for i := range 15 {
 		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, fmt.Sprintf("2001:db8::%x", i+1))
 	}

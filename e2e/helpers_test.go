@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"fmt"
-
-	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"net/netip"
 	"slices"
 	"sort"
@@ -14,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"

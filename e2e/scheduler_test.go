@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
 
 // TestSchedulerAnnotation: a Service's scheduler annotation sets its virtual
@@ -24,7 +24,7 @@ func TestSchedulerAnnotation(t *testing.T) {
 	a := mustPod(t, "sched-a", "10.244.27.1", true)
 	client := mustPod(t, "sched-client", "10.244.27.100", false)
 	svc, slice := webService(ns, "10.96.27.10", a)
-	svc.Annotations = map[string]string{proxier.SchedulerAnnotation: "wlc"}
+	svc.Annotations = map[string]string{desired.SchedulerAnnotation: "wlc"}
 	mustApply(t, svc, slice)
 	vip := ap("10.96.27.10:80")
 	key := ipvs.Key{Address: vip.Addr(), Protocol: ipvs.TCP, Port: 80}
@@ -43,8 +43,8 @@ func TestSchedulerAnnotation(t *testing.T) {
 
 	// Every scheduler kube-proxy accepts, in the kernel; mh hashes the
 	// source port too, as upstream.
-	for _, s := range proxier.Schedulers {
-		svc.Annotations[proxier.SchedulerAnnotation] = s
+	for _, s := range desired.Schedulers {
+		svc.Annotations[desired.SchedulerAnnotation] = s
 		mustApply(t, svc)
 		wantScheduler(s)
 		vs, _, err := kernelIPVS(t).GetVirtualServer(key)
@@ -53,11 +53,11 @@ func TestSchedulerAnnotation(t *testing.T) {
 		}
 	}
 	waitAnswerSet(t, client.HTTP, vip, "sched-a", 2, 10*time.Second)
-	svc.Annotations[proxier.SchedulerAnnotation] = "sh"
+	svc.Annotations[desired.SchedulerAnnotation] = "sh"
 	mustApply(t, svc)
 	wantScheduler("sh")
 
-	svc.Annotations[proxier.SchedulerAnnotation] = "fastest"
+	svc.Annotations[desired.SchedulerAnnotation] = "fastest"
 	mustApply(t, svc)
 	wantScheduler("rr") // the node's: the proxier runs with the default
 	waitAnswerSet(t, client.HTTP, vip, "sched-a", 4, 10*time.Second)

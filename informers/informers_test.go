@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient/clientset"
-	"k8s.io/utils/ptr"
 )
 
 // slowHandler counts what it was given, slowly, and what it had been given

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -57,7 +58,7 @@ func (r *reconciler) adopt(v *kernelView) (map[ipvs.Key]bool, error) {
 		_, present := v.addr[k]
 		r.addr.take(k, struct{}{}, present)
 	}
-	unreadSet := func(e setEntry) bool { return v.unreadSets[e.set] }
+	unreadSet := func(e desired.SetEntry) bool { return v.unreadSets[e.Set] }
 	for _, k := range r.entry.drifted(v.entry, sameMember, unreadSet, pause) {
 		_, present := v.entry[k]
 		r.entry.take(k, struct{}{}, present)

@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
 
 // What a sync does once the reconciler has applied the changes: bring the
@@ -93,7 +95,7 @@ func (p *Proxier) syncGlue() {
 }
 
 // glueInput is what fam's chains depend on now.
-func (p *Proxier) glueInput(fam ipFamily) glueInput {
+func (p *Proxier) glueInput(fam desired.Family) glueInput {
 	if p.blockedDirty {
 		p.blocked = nil // a new slice: the glue keeps the last one it was given
 		for _, list := range p.nodeBlocked {
@@ -103,14 +105,14 @@ func (p *Proxier) glueInput(fam ipFamily) glueInput {
 		p.blocked = slices.Compact(p.blocked)
 		p.blockedDirty = false
 	}
-	in := glueInput{inUse: map[string]bool{}, podCIDR: p.nodeIPs.current.podCIDR[fam]}
+	in := glueInput{inUse: map[string]bool{}, podCIDR: p.nodeIPs.current.PodCIDR[fam]}
 	for _, s := range glueSets() {
-		if p.setsInUse[fam.set(s)] {
+		if p.setsInUse[fam.SetName(s)] {
 			in.inUse[s] = true
 		}
 	}
 	for _, e := range p.blocked {
-		if fam.holds(e.IP) {
+		if fam.Holds(e.IP) {
 			in.nodeBlocked = append(in.nodeBlocked, e)
 		}
 	}

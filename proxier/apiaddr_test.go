@@ -1,13 +1,13 @@
 package proxier
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	netutils "k8s.io/utils/net"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // legacyService is a LoadBalancer Service and its slice with every address
@@ -20,14 +20,14 @@ func legacyService(form string) (*v1.Service, *discovery.EndpointSlice) {
 		"legacy": {"cluster": "010.096.000.010", "external": "203.000.113.007", "ingress": "198.051.100.007",
 			"range": "010.000.000.000/08", "range2": " 192.168.001.000/24 ", "endpoint": "010.244.000.001"},
 	}[form]
-	s := svc(ip["cluster"], port("http", v1.ProtocolTCP, 80))
+	s := testobj.Service(ip["cluster"], testobj.Port("http", v1.ProtocolTCP, 80))
 	s.Name = "web"
 	s.Spec.Type = v1.ServiceTypeLoadBalancer
 	s.Spec.ClusterIPs = []string{ip["cluster"]}
 	s.Spec.ExternalIPs = []string{ip["external"]}
 	s.Spec.LoadBalancerSourceRanges = []string{ip["range"], ip["range2"]}
 	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip["ingress"]}}
-	sl := slice("web-1", []discovery.EndpointPort{sport("http", v1.ProtocolTCP, 8080)}, ep{ip: ip["endpoint"], ready: yes})
+	sl := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, testobj.EP{IP: ip["endpoint"], Ready: testobj.Yes})
 	sl.Labels[discovery.LabelServiceName] = "web"
 	return s, sl
 }
@@ -60,76 +60,4 @@ func TestLegacyAddressesProgramLikeCanonicalOnes(t *testing.T) {
 	if dumps["legacy"] != dumps["canonical"] {
 		t.Fatalf("legacy form programs\n%s\nwant, as the canonical form,\n%s", dumps["legacy"], dumps["canonical"])
 	}
-}
-
-func TestParseAPIAddrAndPrefix(t *testing.T) {
-	for in, want := range map[string]string{
-		"010.096.000.010":    "10.96.0.10", // decimal, not octal
-		"0000010.1.2.3":      "10.1.2.3",
-		"::ffff:010.1.2.3":   "10.1.2.3",
-		"::ffff:10.1.2.3":    "10.1.2.3",
-		"fd00::0010":         "fd00::10",
-		"fe80::1%eth0":       "", // zones: upstream rejects them
-		"1.2.3":              "",
-		"256.0.0.1":          "",
-		"0x0a.0.0.1":         "",
-		"":                   "",
-		" 10.0.0.1":          "",
-		"10.0.0.1/32":        "",
-		"0010.000.000.00001": "10.0.0.1",
-	} {
-		a, ok := parseAPIAddr(in)
-		if got := map[bool]string{true: a.String(), false: ""}[ok]; got != want {
-			t.Errorf("parseAPIAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for in, want := range map[string]string{
-		"010.000.000.000/08":  "10.0.0.0/8",
-		"10.1.2.3/8":          "10.0.0.0/8",
-		"010.1.2.3/32":        "10.1.2.3/32",
-		"::ffff:10.0.0.0/104": "::ffff:10.0.0.0/104",
-		"fd00::1/64":          "fd00::/64",
-		"10.0.0.0/33":         "",
-		"fe80::/64%eth0":      "",
-		"10.0.0.0":            "",
-		"10.0.0.0/-1":         "",
-	} {
-		p, ok := parseAPIPrefix(in)
-		if got := map[bool]string{true: p.String(), false: ""}[ok]; got != want {
-			t.Errorf("parseAPIPrefix(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// FuzzAPIAddr checks that the address parsers accept exactly what
-// k8s.io/utils/net's sloppy parsers accept, the same addresses and
-// prefixes, whichever of their two paths they take.
-func FuzzAPIAddr(f *testing.F) {
-	for _, s := range []string{"010.096.000.010", "10.0.0.1", "::ffff:1.2.3.4", "fe80::1%eth0", "fd00::0010",
-		"010.000.000.000/08", "::ffff:010.0.0.0/104", "10.1.2.3/8", "1:2:3:4:5:6:7:8", "::", "0/0", "00001::"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		a, ok := parseAPIAddr(s)
-		ip := netutils.ParseIPSloppy(s)
-		want, wantOK := netip.AddrFromSlice(ip)
-		if ok != wantOK || ok && a != want.Unmap() {
-			t.Fatalf("parseAPIAddr(%q) = %v, %v; upstream reads %v", s, a, ok, ip)
-		}
-		if a.Is4In6() || a.Zone() != "" {
-			t.Fatalf("parseAPIAddr(%q) = %v: mapped or zoned", s, a)
-		}
-		p, ok := parseAPIPrefix(s)
-		_, n, err := netutils.ParseCIDRSloppy(s)
-		if ok != (err == nil) {
-			t.Fatalf("parseAPIPrefix(%q) = %v, %v; upstream: %v", s, p, ok, err)
-		}
-		if ok {
-			ones, _ := n.Mask.Size()
-			na, _ := netip.AddrFromSlice(n.IP)
-			if p.Addr() != na || p.Bits() != ones || p != p.Masked() {
-				t.Fatalf("parseAPIPrefix(%q) = %v; upstream reads %v", s, p, n)
-			}
-		}
-	})
 }

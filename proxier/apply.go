@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -180,11 +181,11 @@ func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
 // deletes those present and unwanted, a batch per set, and says how many it
 // wrote. Failed writes go to retry.
-func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[setEntry]bool) (int, []error) {
+func (r *reconciler) writeEntries(add bool, dirty iter.Seq[desired.SetEntry], retry map[desired.SetEntry]bool) (int, []error) {
 	now := r.now()
-	bySet := map[string][]setEntry{}
+	bySet := map[string][]desired.SetEntry{}
 	for _, e := range pick(&r.entry, add, dirty, now, retry) {
-		bySet[e.set] = append(bySet[e.set], e)
+		bySet[e.Set] = append(bySet[e.Set], e)
 	}
 	write := r.sets.DeleteEntries
 	if add {
@@ -201,7 +202,7 @@ func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[
 		}
 		entries := make([]ipset.Entry, len(keys))
 		for i, k := range keys {
-			entries[i] = k.entry
+			entries[i] = k.Entry
 		}
 		written, failed := record(&r.entry, keys, write(set, entries), add, now, retry, r.entriesHeld)
 		n += written
@@ -214,22 +215,22 @@ func (r *reconciler) writeEntries(add bool, dirty iter.Seq[setEntry], retry map[
 type priority struct {
 	vs    []ipvs.Key
 	addr  []netip.Addr
-	entry []setEntry
+	entry []desired.SetEntry
 }
 
 // dirtyOf collects the dirty keys the named Services want.
 func (r *reconciler) dirtyOf(names []types.NamespacedName) priority {
 	var p priority
-	vs, addr, entry := dirtyList[ipvs.Key]{}, dirtyList[netip.Addr]{}, dirtyList[setEntry]{}
+	vs, addr, entry := dirtyList[ipvs.Key]{}, dirtyList[netip.Addr]{}, dirtyList[desired.SetEntry]{}
 	for _, n := range names {
 		st := r.byService[n]
-		for _, v := range st.virtualServers {
-			p.vs = vs.add(p.vs, r.vs.dirty, v.vs.Key)
+		for _, v := range st.VirtualServers {
+			p.vs = vs.add(p.vs, r.vs.dirty, v.Virtual.Key)
 		}
-		for _, a := range st.addresses {
+		for _, a := range st.Addresses {
 			p.addr = addr.add(p.addr, r.addr.dirty, a)
 		}
-		for _, e := range st.entries {
+		for _, e := range st.Entries {
 			p.entry = entry.add(p.entry, r.entry.dirty, e)
 		}
 	}
@@ -351,10 +352,10 @@ func (r *reconciler) clearStaleFlows() {
 		return
 	}
 	// One pass over each family's table, for its flows alone.
-	for _, fam := range families {
+	for _, fam := range desired.Families {
 		var stale []conntrack.Stale
 		for _, s := range r.staleFlows {
-			if fam.holds(s.VIP.Addr()) {
+			if fam.Holds(s.VIP.Addr()) {
 				stale = append(stale, s)
 			}
 		}
@@ -408,9 +409,9 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 	have, exists := r.vs.have[k]
 	drainsWhole := !wanted && exists && r.drainsWhole(k, have)
 	if drainsWhole {
-		want = virtualServerState{vs: have.vs} // no real server wanted
+		want = desired.VirtualServer{Virtual: have.vs} // no real server wanted
 	}
-	vsOp := ipvs.Op{VS: want.vs}
+	vsOp := ipvs.Op{VS: want.Virtual}
 	switch {
 	case !wanted && !exists:
 		r.vs.status.ok(k)
@@ -422,7 +423,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have.vs}
 	case !exists:
 		vsOp.Kind = ipvs.AddVS
-	case have.vs != want.vs:
+	case have.vs != want.Virtual:
 		vsOp.Kind = ipvs.UpdateVS
 	default:
 		r.vs.status.ok(k)
@@ -441,14 +442,14 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 			deferred = true
 			return
 		}
-		ops = append(ops, ipvs.Op{Kind: kind, VS: want.vs, RS: rs})
+		ops = append(ops, ipvs.Op{Kind: kind, VS: want.Virtual, RS: rs})
 	}
 	haveRS := have.real
 	// Removing a UDP real server while others serve leaves conntrack
 	// entries answered by it (see package conntrack).
 	staleUDP := false
-	wantedRS := make(map[netip.AddrPort]bool, len(want.real))
-	for _, rs := range want.real {
+	wantedRS := make(map[netip.AddrPort]bool, len(want.Reals))
+	for _, rs := range want.Reals {
 		id := rs.ID()
 		wantedRS[id] = true
 		cur, ok := haveRS.get(id)
@@ -477,7 +478,7 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		if k.Protocol != ipvs.TCP {
 			// Datagram protocols have no connection end to wait for.
 			rsOp(ipvs.DeleteRS, cur)
-			staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(want.real) > 0)
+			staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(want.Reals) > 0)
 			continue
 		}
 		if !r.draining[k][id] {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
 
 // Replacing every Service's endpoint, with the deletes interleaved per
@@ -26,7 +28,7 @@ func TestDeletesFollowEveryAddOfASync(t *testing.T) {
 	for i := range n {
 		r.setService(name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.2:8080"))
 	}
-	r.setService(name("gone"), serviceState{})
+	r.setService(name("gone"), desired.State{})
 	mustApply(t, r)
 	ops := k.ipvs.TakeOps()
 	adds, deletes, firstDelete := 0, 0, -1

@@ -12,8 +12,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -95,7 +97,7 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 	ipt := &iptables.Fake{Canonical: savedForm}
 	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
 	a, b, c := blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "tcp", 80), blockedVIP("10.0.0.3", "udp", 53)
-	inUse := map[string]bool{setClusterIP: true}
+	inUse := map[string]bool{desired.SetClusterIP: true}
 	step := func(in glueInput, wantPayload string, wantDrifted bool) {
 		t.Helper()
 		g.use(in)
@@ -137,7 +139,7 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 	// Inserted where it sorts, not appended.
 	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b, c}}, edits(insert(1, a)), false)
 	step(glueInput{inUse: inUse}, edits(rule("-D", a), rule("-D", b), rule("-D", c)), false)
-	lb := map[string]bool{setClusterIP: true, setLoadBalancer: true}
+	lb := map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}
 	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}}, "full", false)
 	// A rule deleted behind our back is put back alone.
 	if err := ipt.Restore([]byte(edits(rule("-D", a)))); err != nil {
@@ -167,7 +169,7 @@ func TestBlockedRulesKeptOnRestart(t *testing.T) {
 	cfg := &Config{MasqueradeBit: 14}
 	blocked := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81)}
 	slices.SortFunc(blocked, compareEntries)
-	in := glueInput{inUse: map[string]bool{setClusterIP: true, setLoadBalancer: true}, nodeBlocked: blocked}
+	in := glueInput{inUse: map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}, nodeBlocked: blocked}
 	before := &glue{ipt: ipt, cfg: cfg}
 	before.use(in)
 	if _, _, err := before.ensure(true); err != nil {
@@ -176,7 +178,7 @@ func TestBlockedRulesKeptOnRestart(t *testing.T) {
 	want := blockedRules(t, ipt)
 
 	after := &glue{ipt: ipt, cfg: cfg}
-	after.guess(map[string]bool{setClusterIP: true, setLoadBalancer: true})
+	after.guess(map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true})
 	if _, _, err := after.ensure(false); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +186,7 @@ func TestBlockedRulesKeptOnRestart(t *testing.T) {
 		t.Fatalf("after the restart's setup the blocked rules are %q, want %q", got, want)
 	}
 	// The first sync's critical Services alone add nothing.
-	if _, grew := after.grow(glueInput{inUse: map[string]bool{setClusterIP: true}}); grew {
+	if _, grew := after.grow(glueInput{inUse: map[string]bool{desired.SetClusterIP: true}}); grew {
 		t.Error("the critical Services grew the adopted chains")
 	}
 	if after.use(in) {
@@ -198,14 +200,14 @@ func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
 	ipt := &iptables.Fake{}
 	vip := blockedVIP("198.51.100.7", "tcp", 80)
 	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt, rule: "-A " + blockedChain + " " + blockedRule(vip)}
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
 		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	s := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	s := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	s.Spec.Type, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"203.0.113.0/24"}
 	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip.IP.String()}}
 	p.OnServiceAdd(s)
-	p.OnEndpointSliceAdd(slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.5", ready: yes, node: "me"}))
+	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"}))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()

@@ -1,10 +1,13 @@
 package proxier
 
 import (
+	"fmt"
 	"slices"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
 )
 
@@ -15,7 +18,7 @@ import (
 func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedName) []serviceInput) []serviceChange {
 	type computed struct {
 		in       serviceInput
-		st       serviceState
+		st       desired.State
 		problems []string
 	}
 	done := make(map[types.NamespacedName]bool, len(inputs))
@@ -52,21 +55,21 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		st, lost := p.claims.filter(in.name, c.st)
 		p.report(in, append(c.problems, conflictProblems(lost)...))
 		changes = append(changes, serviceChange{in.name, st})
-		mark(p.noLocal, in.name, st.noLocalEndpoints)
-		mark(p.noLocalExternal, in.name, st.noLocalExternal)
-		if st.healthCheckPort != 0 {
-			hc := svchealth.Service{Port: st.healthCheckPort, LocalEndpoints: st.localReady}
+		mark(p.noLocal, in.name, st.NoLocalEndpoints)
+		mark(p.noLocalExternal, in.name, st.NoLocalExternal)
+		if st.HealthCheckPort != 0 {
+			hc := svchealth.Service{Port: st.HealthCheckPort, LocalEndpoints: st.LocalReady}
 			p.healthDirty = p.healthDirty || p.healthChecks[in.name] != hc
 			p.healthChecks[in.name] = hc
 		} else if _, ok := p.healthChecks[in.name]; ok {
 			delete(p.healthChecks, in.name)
 			p.healthDirty = true
 		}
-		if !slices.Equal(p.nodeBlocked[in.name], st.nodeBlocked) {
+		if !slices.Equal(p.nodeBlocked[in.name], st.NodeBlocked) {
 			p.blockedDirty = true
 		}
-		if len(st.nodeBlocked) > 0 {
-			p.nodeBlocked[in.name] = st.nodeBlocked
+		if len(st.NodeBlocked) > 0 {
+			p.nodeBlocked[in.name] = st.NodeBlocked
 		} else {
 			delete(p.nodeBlocked, in.name)
 		}
@@ -84,4 +87,24 @@ func mark(set map[types.NamespacedName]bool, name types.NamespacedName, in bool)
 	} else {
 		delete(set, name)
 	}
+}
+
+// stateOf is desired.Compute for a sync. A panic there, a bug some input
+// reaches, skips that Service as bad input, reported like any other, while
+// the rest is programmed: unrecovered, one object would crash-loop the
+// proxier on every node. The stack is logged once per distinct panic.
+func (p *Proxier) stateOf(in serviceInput) (st desired.State, problems []string) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		msg := fmt.Sprintf("internal error computing its kernel state (%.200v); service not programmed", r)
+		if p.problems[in.name] != msg {
+			p.log.Error("panic computing a service's kernel state; service skipped",
+				zap.Stringer("service", in.name), zap.Any("panic", r), zap.Stack("stack"))
+		}
+		st, problems = desired.State{}, []string{msg}
+	}()
+	return desired.Compute(in.service, in.slices, &p.cfg.Config, p.nodeIPs.current)
 }

@@ -10,33 +10,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// claimKind says how a Service came to want a virtual server.
-type claimKind uint8
-
-const (
-	viaClusterIP claimKind = iota
-	viaNodePort
-	viaExternalIP
-	viaLoadBalancer
-)
-
-func (k claimKind) String() string {
-	return [...]string{"cluster IP", "node port", "external IP", "load-balancer ingress IP"}[k]
-}
-
-// allocated says whether the apiserver hands the address out once per
-// cluster (cluster IPs, node ports), where a tenant writes external and
-// ingress IPs freely (CVE-2020-8554).
-func (k claimKind) allocated() bool { return k == viaClusterIP || k == viaNodePort }
-
 // claim is one Service's claim on one virtual server.
 type claim struct {
 	service types.NamespacedName
-	kind    claimKind
+	kind    desired.Via
 	created time.Time
 	uid     types.UID
 }
@@ -47,14 +29,14 @@ type claim struct {
 // ingress IP, which only a holder of services/status writes, beats an
 // external IP, which any Service editor writes.
 func (c claim) rank() int {
-	if c.kind.allocated() {
+	if c.kind.Allocated() {
 		return 0
 	}
 	r := 1
 	if c.service.Namespace != "kube-system" && c.service.Namespace != v1.NamespaceDefault {
 		r += 2
 	}
-	if c.kind == viaExternalIP {
+	if c.kind == desired.ViaExternalIP {
 		r++
 	}
 	return r
@@ -111,7 +93,7 @@ func newClaims() *claims {
 // set replaces the claims of svc (nil: deleted) from the virtual servers
 // of st, and returns the other Services that won or lost a virtual server
 // by it: their states must be filtered again.
-func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st serviceState) []types.NamespacedName {
+func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st desired.State) []types.NamespacedName {
 	touched := cs.setAddrs(name, st)
 	// Only a key with another claimant can change hands: its winner is
 	// noted before, and compared after.
@@ -128,10 +110,10 @@ func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st serviceStat
 		cs.drop(k, name)
 	}
 	keys := cs.keys[name][:0]
-	for _, v := range st.virtualServers {
-		k := v.vs.Key
+	for _, v := range st.VirtualServers {
+		k := v.Virtual.Key
 		note(k, 0)
-		c := claim{service: name, kind: v.via}
+		c := claim{service: name, kind: v.Via}
 		if svc != nil {
 			c.created, c.uid = svc.CreationTimestamp.Time, svc.UID
 		}
@@ -163,16 +145,16 @@ func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st serviceStat
 
 // setAddrs replaces name's cluster IPs and written addresses, and returns
 // the Services with a written address on a cluster IP that came or went.
-func (cs *claims) setAddrs(name types.NamespacedName, st serviceState) []types.NamespacedName {
+func (cs *claims) setAddrs(name types.NamespacedName, st desired.State) []types.NamespacedName {
 	var now claimedAddrs
-	for _, v := range st.virtualServers {
+	for _, v := range st.VirtualServers {
 		list := &now.written
-		if v.via == viaClusterIP {
+		if v.Via == desired.ViaClusterIP {
 			list = &now.cluster
-		} else if v.via == viaNodePort {
+		} else if v.Via == desired.ViaNodePort {
 			continue
 		}
-		if a := v.vs.Key.Address; !slices.Contains(*list, a) {
+		if a := v.Virtual.Key.Address; !slices.Contains(*list, a) {
 			*list = append(*list, a)
 		}
 	}
@@ -259,9 +241,9 @@ func (cs *claims) drop(k ipvs.Key, name types.NamespacedName) {
 // conflict is one virtual server a Service wanted and lost.
 type conflict struct {
 	key         ipvs.Key
-	kind        claimKind
+	kind        desired.Via
 	winner      types.NamespacedName
-	winnerClaim claimKind
+	winnerClaim desired.Via
 }
 
 func (c conflict) String() string {
@@ -272,14 +254,14 @@ func (c conflict) String() string {
 // filter returns st without the virtual servers name lost, nor the set
 // entries and blocked rules that name them, and the conflicts. st itself
 // is returned, unchanged, when name lost nothing.
-func (cs *claims) filter(name types.NamespacedName, st serviceState) (serviceState, []conflict) {
+func (cs *claims) filter(name types.NamespacedName, st desired.State) (desired.State, []conflict) {
 	var lost []conflict
 	var isLost map[ipvs.Key]bool
-	for _, v := range st.virtualServers {
-		c := conflict{key: v.vs.Key, kind: v.via}
+	for _, v := range st.VirtualServers {
+		c := conflict{key: v.Virtual.Key, kind: v.Via}
 		if owner, ok := cs.clusterIPOfAnother(name, v); ok {
-			c.winner, c.winnerClaim = owner, viaClusterIP
-		} else if l := cs.byKey[v.vs.Key]; len(l) > 1 && l[0].service != name {
+			c.winner, c.winnerClaim = owner, desired.ViaClusterIP
+		} else if l := cs.byKey[v.Virtual.Key]; len(l) > 1 && l[0].service != name {
 			c.winner, c.winnerClaim = l[0].service, l[0].kind
 		} else {
 			continue
@@ -311,22 +293,22 @@ func (cs *claims) filter(name types.NamespacedName, st serviceState) (serviceSta
 		return false
 	}
 	out := st
-	out.virtualServers = nil
-	for _, v := range st.virtualServers {
-		if !isLost[v.vs.Key] {
-			out.virtualServers = append(out.virtualServers, v)
+	out.VirtualServers = nil
+	for _, v := range st.VirtualServers {
+		if !isLost[v.Virtual.Key] {
+			out.VirtualServers = append(out.VirtualServers, v)
 		}
 	}
-	out.entries = nil
-	for _, e := range st.entries {
-		if !names(e.entry) {
-			out.entries = append(out.entries, e)
+	out.Entries = nil
+	for _, e := range st.Entries {
+		if !names(e.Entry) {
+			out.Entries = append(out.Entries, e)
 		}
 	}
-	out.nodeBlocked = nil
-	for _, e := range st.nodeBlocked {
+	out.NodeBlocked = nil
+	for _, e := range st.NodeBlocked {
 		if !names(e) {
-			out.nodeBlocked = append(out.nodeBlocked, e)
+			out.NodeBlocked = append(out.NodeBlocked, e)
 		}
 	}
 	return out, lost
@@ -334,11 +316,11 @@ func (cs *claims) filter(name types.NamespacedName, st serviceState) (serviceSta
 
 // clusterIPOfAnother returns the Service whose cluster IP v's written
 // address (an external or ingress IP) is, if it is another Service's.
-func (cs *claims) clusterIPOfAnother(name types.NamespacedName, v virtualServerState) (types.NamespacedName, bool) {
-	if v.via.allocated() {
+func (cs *claims) clusterIPOfAnother(name types.NamespacedName, v desired.VirtualServer) (types.NamespacedName, bool) {
+	if v.Via.Allocated() {
 		return types.NamespacedName{}, false
 	}
-	for _, n := range cs.clusterIPs[v.vs.Key.Address] {
+	for _, n := range cs.clusterIPs[v.Virtual.Key.Address] {
 		if n != name {
 			return n, true
 		}

@@ -11,15 +11,18 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // claimant is a Service of its own namespace, name, age and UID, with one
 // TCP port and one endpoint.
 func claimant(ns, name, clusterIP string, created time.Time, uid string, backend string) (*v1.Service, *discovery.EndpointSlice) {
-	s := svc(clusterIP, port("https", v1.ProtocolTCP, 443))
+	s := testobj.Service(clusterIP, testobj.Port("https", v1.ProtocolTCP, 443))
 	s.Namespace, s.Name, s.UID = ns, name, types.UID(uid)
 	s.CreationTimestamp = metav1.NewTime(created)
-	sl := slice(name+"-1", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, ep{ip: backend})
+	sl := testobj.Slice(name+"-1", []discovery.EndpointPort{testobj.SlicePort("https", v1.ProtocolTCP, 6443)}, testobj.EP{IP: backend})
 	sl.Namespace, sl.Labels[discovery.LabelServiceName] = ns, name
 	return s, sl
 }
@@ -63,7 +66,7 @@ func TestExternalIPNeverTakesAnotherServicesClusterIP(t *testing.T) {
 		if !strings.Contains(dump, "-a 10.96.0.1:443/TCP -r 192.168.0.10:6443 -w 1") || strings.Contains(dump, "-a 10.96.0.1:443/TCP -r 10.244.0.66:6443 -w 1") {
 			t.Fatalf("attacker first=%v: the cluster IP's virtual server was taken:\n%s", attackerFirst, dump)
 		}
-		for _, set := range []string{setExternalIP, setLoadBalancer, setLoadBalancerFW, setLoadBalancerSourceNet} {
+		for _, set := range []string{desired.SetExternalIP, desired.SetLoadBalancer, desired.SetLoadBalancerFW, desired.SetLoadBalancerSourceNet} {
 			if entries, _ := k.sets.Entries(set); len(entries) != 0 {
 				t.Errorf("attacker first=%v: the loser's %s entries were written: %v", attackerFirst, set, entries)
 			}
@@ -115,7 +118,7 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
 		t.Fatalf("the younger Service did not take over:\n%s", dump)
 	}
-	if entries, _ := k.sets.Entries(setExternalIP); len(entries) != 1 {
+	if entries, _ := k.sets.Entries(desired.SetExternalIP); len(entries) != 1 {
 		t.Errorf("external IP entries after the takeover: %v", entries)
 	}
 	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 0 {
@@ -124,22 +127,22 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 }
 
 func TestClaimOrder(t *testing.T) {
-	c := func(ns string, kind claimKind, age time.Duration, uid string) claim {
+	c := func(ns string, kind desired.Via, age time.Duration, uid string) claim {
 		return claim{service: types.NamespacedName{Namespace: ns, Name: "s"}, kind: kind, created: epoch.Add(-age), uid: types.UID(uid)}
 	}
 	cases := []struct {
 		name       string
 		win, loses claim
 	}{
-		{"cluster IP over an older external IP", c("zz", viaClusterIP, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
-		{"node port over an older ingress IP", c("zz", viaNodePort, 0, "b"), c("aa", viaLoadBalancer, time.Hour, "a")},
-		{"kube-system's external IP over an older tenant's", c("kube-system", viaExternalIP, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
-		{"default's ingress IP over an older tenant's external IP", c("default", viaLoadBalancer, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
-		{"a tenant's cluster IP over kube-system's external IP", c("zz", viaClusterIP, 0, "b"), c("kube-system", viaExternalIP, time.Hour, "a")},
-		{"the older of two external IPs", c("zz", viaExternalIP, time.Hour, "b"), c("aa", viaExternalIP, 0, "a")},
-		{"the lower UID at the same age", c("zz", viaExternalIP, 0, "a"), c("aa", viaExternalIP, 0, "b")},
-		{"an ingress IP over an older external IP", c("zz", viaLoadBalancer, 0, "b"), c("aa", viaExternalIP, time.Hour, "a")},
-		{"kube-system's external IP over a tenant's ingress IP", c("kube-system", viaExternalIP, 0, "b"), c("aa", viaLoadBalancer, time.Hour, "a")},
+		{"cluster IP over an older external IP", c("zz", desired.ViaClusterIP, 0, "b"), c("aa", desired.ViaExternalIP, time.Hour, "a")},
+		{"node port over an older ingress IP", c("zz", desired.ViaNodePort, 0, "b"), c("aa", desired.ViaLoadBalancer, time.Hour, "a")},
+		{"kube-system's external IP over an older tenant's", c("kube-system", desired.ViaExternalIP, 0, "b"), c("aa", desired.ViaExternalIP, time.Hour, "a")},
+		{"default's ingress IP over an older tenant's external IP", c("default", desired.ViaLoadBalancer, 0, "b"), c("aa", desired.ViaExternalIP, time.Hour, "a")},
+		{"a tenant's cluster IP over kube-system's external IP", c("zz", desired.ViaClusterIP, 0, "b"), c("kube-system", desired.ViaExternalIP, time.Hour, "a")},
+		{"the older of two external IPs", c("zz", desired.ViaExternalIP, time.Hour, "b"), c("aa", desired.ViaExternalIP, 0, "a")},
+		{"the lower UID at the same age", c("zz", desired.ViaExternalIP, 0, "a"), c("aa", desired.ViaExternalIP, 0, "b")},
+		{"an ingress IP over an older external IP", c("zz", desired.ViaLoadBalancer, 0, "b"), c("aa", desired.ViaExternalIP, time.Hour, "a")},
+		{"kube-system's external IP over a tenant's ingress IP", c("kube-system", desired.ViaExternalIP, 0, "b"), c("aa", desired.ViaLoadBalancer, time.Hour, "a")},
 	}
 	for _, tc := range cases {
 		if !tc.win.beats(tc.loses) || tc.loses.beats(tc.win) {
@@ -230,10 +233,10 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 		}
 		t.Fatalf("c was not recomputed: changes for %v", names)
 	}
-	if !slices.ContainsFunc(changes[i].state.virtualServers, func(v virtualServerState) bool {
-		return v.vs.Key.Address.String() == "203.0.113.1"
+	if !slices.ContainsFunc(changes[i].state.VirtualServers, func(v desired.VirtualServer) bool {
+		return v.Virtual.Key.Address.String() == "203.0.113.1"
 	}) {
-		t.Errorf("c did not get 203.0.113.1 back: %+v", changes[i].state.virtualServers)
+		t.Errorf("c did not get 203.0.113.1 back: %+v", changes[i].state.VirtualServers)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -53,7 +54,7 @@ func Cleanup(k CleanupKernel, excluded []netip.Prefix) error {
 		errs = append(errs, k.Link.DeleteLink())
 	}
 	if k.Sets != nil {
-		for _, s := range allSets() {
+		for _, s := range desired.AllSets() {
 			errs = append(errs, k.Sets.Destroy(s.Name))
 		}
 	}

@@ -5,20 +5,17 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
-
-// Schedulers are the IPVS schedulers kube-proxy accepts, for
-// --ipvs-scheduler and SchedulerAnnotation.
-var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
-
-// SchedulerAnnotation on a Service picks its IPVS scheduler, overriding
-// --ipvs-scheduler for that Service alone.
-const SchedulerAnnotation = "kube-ipvs-proxy.io/ipvs-scheduler"
 
 // Config is what the proxier needs from the command line.
 type Config struct {
-	NodeName      string
-	Scheduler     string
+	// Config is what the desired state of a Service depends on besides
+	// the API objects. IPv6Capable also makes the KUBE-6- ipsets and
+	// ip6tables chains be created even without IPv6 Services, as
+	// upstream does.
+	desired.Config
 	SyncPeriod    time.Duration // forced full sync (drift check)
 	MinSyncPeriod time.Duration // rate limit between syncs
 	ClusterCIDRs  []netip.Prefix
@@ -42,15 +39,6 @@ type Config struct {
 	// upstream: it decides whether load-balancer source ranges hold the
 	// node, and is the 'primary' of --nodeport-addresses.
 	PrimaryOverride netip.Addr
-	// IPv6Capable says the node has IPv6 (the kernel, and ip6tables in
-	// Kernel): IPv6 Services are programmed, and the KUBE-6- ipsets and
-	// ip6tables chains are created even without any, as upstream does.
-	// Without it IPv6 Services are skipped, each with a problem.
-	IPv6Capable bool
-	// IgnoreNodeHints (--feature-gates=PreferSameTrafficDistribution=false)
-	// makes endpoints' node hints count for nothing, as upstream with that
-	// gate off: trafficDistribution PreferSameNode falls back to the zone.
-	IgnoreNodeHints bool
 	// CriticalServices are programmed before all others in a sync, so
 	// that they answer early in a long cold start.
 	CriticalServices []types.NamespacedName
@@ -72,7 +60,7 @@ const (
 // cannot tell (no cluster CIDR, or no pod CIDR on the Node yet). Only the
 // family's first cluster CIDR counts, as upstream: a match per CIDR would
 // send every packet to the masquerade mark through one rule or the other.
-func (c *Config) notLocal(fam ipFamily, podCIDR netip.Prefix) string {
+func (c *Config) notLocal(fam desired.Family, podCIDR netip.Prefix) string {
 	switch c.DetectLocal {
 	case DetectNodeCIDR:
 		if podCIDR.IsValid() {
@@ -84,7 +72,7 @@ func (c *Config) notLocal(fam ipFamily, podCIDR netip.Prefix) string {
 		return "! -i " + c.LocalInterface + "+"
 	default:
 		for _, p := range c.ClusterCIDRs {
-			if fam.holds(p.Addr()) {
+			if fam.Holds(p.Addr()) {
 				return "! -s " + p.String()
 			}
 		}

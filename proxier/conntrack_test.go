@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -21,10 +22,10 @@ func (f *fakeConntrack) Clear(stale []conntrack.Stale) (int, error) {
 	return len(stale), f.err
 }
 
-func udpState(vip string, reals ...string) serviceState {
+func udpState(vip string, reals ...string) desired.State {
 	st := state(vip, 53, reals...)
-	st.virtualServers[0].vs.Key.Protocol = ipvs.UDP
-	st.entries[0].entry.Protocol = "udp"
+	st.VirtualServers[0].Virtual.Key.Protocol = ipvs.UDP
+	st.Entries[0].Entry.Protocol = "udp"
 	return st
 }
 
@@ -47,7 +48,7 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	if len(ct.cleared) != 1 || len(ct.cleared[0]) != 1 || !equalStale(ct.cleared[0][0], want) {
 		t.Fatalf("cleared %v, want one pass for %v", ct.cleared, want)
 	}
-	if got := r.takeWork().conntrackCleared[ipv4]; got != 1 {
+	if got := r.takeWork().conntrackCleared[desired.IPv4]; got != 1 {
 		t.Errorf("work counts %d cleared entries, want 1", got)
 	}
 

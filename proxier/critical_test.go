@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // The critical Services are programmed from their own feed, with the
@@ -18,18 +20,18 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 	p.cfg.CriticalServices = []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}
 	feed := p.Critical()
 
-	api := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	api := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	api.Namespace, api.Name = "default", "kubernetes"
 	eps := func(ips ...string) *discovery.EndpointSlice {
-		var list []ep
+		var list []testobj.EP
 		for _, ip := range ips {
-			list = append(list, ep{ip: ip})
+			list = append(list, testobj.EP{IP: ip})
 		}
-		s := slice("kubernetes", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, list...)
+		s := testobj.Slice("kubernetes", []discovery.EndpointPort{testobj.SlicePort("https", v1.ProtocolTCP, 6443)}, list...)
 		s.Namespace, s.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 		return s
 	}
-	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
 
 	feed.OnServiceAdd(api)

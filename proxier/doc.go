@@ -3,7 +3,7 @@
 // Data flow: informer handlers feed the changeTracker, which remembers the
 // latest objects and which Services changed. The runner calls syncOnce at a
 // bounded rate. A sync computes the desired state of only the changed
-// Services with the pure function desiredState and hands it to the
+// Services with the pure function desired.Compute and hands it to the
 // reconciler, which writes the difference from what it believes the kernel
 // holds through the narrow ipvs, ipset and dummyiface interfaces; glue keeps
 // the iptables chains. A drift check, due once per sync period, reads the

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -27,7 +28,9 @@ func drainOwner(k ipvs.Key) types.NamespacedName {
 	return types.NamespacedName{Namespace: "(draining)", Name: k.String()}
 }
 
-func vipEntry(k ipvs.Key) setEntry { return setEntry{setIPVSIPs, ipset.Entry{IP: k.Address}} }
+func vipEntry(k ipvs.Key) desired.SetEntry {
+	return desired.SetEntry{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: k.Address}}
+}
 
 // startDrain makes virtual server k drain if no Service wants it any more
 // and its real servers carry connections: one dump of k's real servers,
@@ -80,18 +83,18 @@ func (r *reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
 
 // wantEntry and unwantEntry record that owner wants set entry e, or no
 // longer does, keeping each set's count of wanted entries.
-func (r *reconciler) wantEntry(e setEntry, owner types.NamespacedName) {
+func (r *reconciler) wantEntry(e desired.SetEntry, owner types.NamespacedName) {
 	if _, already := r.entry.want.get(e); !already {
-		r.wantedCount[e.set]++
+		r.wantedCount[e.Set]++
 	}
 	r.entry.update(e, owner, struct{}{})
 }
 
-func (r *reconciler) unwantEntry(e setEntry, owner types.NamespacedName) {
+func (r *reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName) {
 	_, had := r.entry.want.get(e)
 	r.entry.delete(e, owner)
 	if _, still := r.entry.want.get(e); had && !still {
-		r.wantedCount[e.set]--
+		r.wantedCount[e.Set]--
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -23,9 +24,9 @@ func TestDeletedServiceDrains(t *testing.T) {
 	r.setService(name("dns"), udpState("10.96.0.2", "10.244.0.2:5353"))
 	r.setService(name("empty"), state("10.96.0.3", 80))
 	nodePort := state("10.96.0.4", 80, "10.244.0.4:8080")
-	nodePort.virtualServers = append(nodePort.virtualServers, virtualServerState{
-		vs:   ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.2.15"), Protocol: ipvs.TCP, Port: 30080}, Scheduler: "rr"},
-		real: []ipvs.RealServer{{Address: netip.MustParseAddr("10.244.0.4"), Port: 8080, Weight: 1}},
+	nodePort.VirtualServers = append(nodePort.VirtualServers, desired.VirtualServer{
+		Virtual: ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.2.15"), Protocol: ipvs.TCP, Port: 30080}, Scheduler: "rr"},
+		Reals:   []ipvs.RealServer{{Address: netip.MustParseAddr("10.244.0.4"), Port: 8080, Weight: 1}},
 	})
 	r.setService(name("np"), nodePort)
 	mustApply(t, r)
@@ -36,7 +37,7 @@ func TestDeletedServiceDrains(t *testing.T) {
 	expectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
 
 	for _, n := range []string{"web", "dns", "empty"} {
-		r.setService(name(n), serviceState{})
+		r.setService(name(n), desired.State{})
 	}
 	mustApply(t, r)
 	expectOps(t, k,
@@ -50,7 +51,7 @@ func TestDeletedServiceDrains(t *testing.T) {
 	mustRefresh(t, r)
 	mustRefresh(t, r)
 	expectOps(t, k)
-	if has, _ := k.sets.Has(setIPVSIPs, ipset.Entry{IP: web.Address}); !has {
+	if has, _ := k.sets.Has(desired.SetIPVSIPs, ipset.Entry{IP: web.Address}); !has {
 		t.Error("the draining VIP left KUBE-IPVS-IPS: the node's own ports would answer on it")
 	}
 
@@ -64,7 +65,7 @@ func TestDeletedServiceDrains(t *testing.T) {
 
 	// Deleted again once the connection has ended: it all goes at once,
 	// with no weight-0 leftover until a drift check.
-	r.setService(name("web"), serviceState{})
+	r.setService(name("web"), desired.State{})
 	mustApply(t, r)
 	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
 		"delete-vs 10.96.0.1:80/TCP")
@@ -140,14 +141,14 @@ func TestDrainReadsAreBoundedPerSync(t *testing.T) {
 	r := k.reconciler()
 	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
 	r.ipvs = d
-	var big serviceState
+	var big desired.State
 	for port := range uint16(drainReadsMax + 6) {
 		st := state("10.96.0.1", 1000+port, "10.244.0.1:8080")
-		big.virtualServers = append(big.virtualServers, st.virtualServers...)
-		big.entries = append(big.entries, st.entries[0])
+		big.VirtualServers = append(big.VirtualServers, st.VirtualServers...)
+		big.Entries = append(big.Entries, st.Entries[0])
 	}
-	big.addresses = []netip.Addr{netip.MustParseAddr("10.96.0.1")}
-	big.entries = append(big.entries, setEntry{setIPVSIPs, ipset.Entry{IP: big.addresses[0]}})
+	big.Addresses = []netip.Addr{netip.MustParseAddr("10.96.0.1")}
+	big.Entries = append(big.Entries, desired.SetEntry{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: big.Addresses[0]}})
 	r.setService(name("big"), big)
 	mustApply(t, r)
 	clear(d.dumped)

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -27,7 +28,7 @@ type fakeKernel struct {
 func newFakeKernel(t *testing.T) fakeKernel {
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	_ = k.links.EnsureLink()
-	for _, s := range ipv4Sets {
+	for _, s := range desired.IPv4Sets {
 		if err := k.sets.EnsureSet(s); err != nil {
 			t.Fatal(err)
 		}
@@ -36,8 +37,8 @@ func newFakeKernel(t *testing.T) fakeKernel {
 }
 
 func (k fakeKernel) reconciler() *reconciler {
-	names := make([]string, len(ipv4Sets))
-	for i, s := range ipv4Sets {
+	names := make([]string, len(desired.IPv4Sets))
+	for i, s := range desired.IPv4Sets {
 		names[i] = s.Name
 	}
 	return newReconciler(k.ipvs, k.links, k.sets, names, func(a netip.Addr) bool {
@@ -54,19 +55,19 @@ func (k fakeKernel) ops() []string {
 
 func name(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
 
-func state(vip string, port uint16, reals ...string) serviceState {
+func state(vip string, port uint16, reals ...string) desired.State {
 	a := netip.MustParseAddr(vip)
-	v := virtualServerState{vs: ipvs.VirtualServer{Key: ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: port}, Scheduler: "rr"}}
+	v := desired.VirtualServer{Virtual: ipvs.VirtualServer{Key: ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: port}, Scheduler: "rr"}}
 	for _, r := range reals {
 		ap := netip.MustParseAddrPort(r)
-		v.real = append(v.real, ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1})
+		v.Reals = append(v.Reals, ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1})
 	}
-	return serviceState{
-		virtualServers: []virtualServerState{v},
-		addresses:      []netip.Addr{a},
-		entries: []setEntry{
-			{setClusterIP, ipset.Entry{IP: a, Protocol: "tcp", Port: port}},
-			{setIPVSIPs, ipset.Entry{IP: a}},
+	return desired.State{
+		VirtualServers: []desired.VirtualServer{v},
+		Addresses:      []netip.Addr{a},
+		Entries: []desired.SetEntry{
+			{Set: desired.SetClusterIP, Entry: ipset.Entry{IP: a, Protocol: "tcp", Port: port}},
+			{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: a}},
 		},
 	}
 }
@@ -100,7 +101,7 @@ func mustRefresh(t *testing.T, r *reconciler) {
 }
 
 // numbered is Service i's state: VIP 10.96.0.i:80 and reals real servers.
-func numbered(i, reals int) serviceState {
+func numbered(i, reals int) desired.State {
 	var rs []string
 	for j := 0; j < reals; j++ {
 		rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
@@ -110,7 +111,7 @@ func numbered(i, reals int) serviceState {
 
 // expectKernelOf checks that k holds what a reconciler that only ever
 // applied final writes to a fresh kernel.
-func expectKernelOf(t *testing.T, k fakeKernel, final map[int]serviceState) {
+func expectKernelOf(t *testing.T, k fakeKernel, final map[int]desired.State) {
 	t.Helper()
 	fresh := newFakeKernel(t)
 	direct := fresh.reconciler()

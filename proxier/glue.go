@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
@@ -54,23 +55,23 @@ var glueChains = map[string][]string{
 var setRules = []struct {
 	set, table, chain, proto, match, target string
 }{
-	{setLoopBack, "nat", "KUBE-POSTROUTING", "", "dst,dst,src", "MASQUERADE"},
-	{setLoadBalancer, "nat", "KUBE-SERVICES", "", "dst,dst", "KUBE-LOAD-BALANCER"},
-	{setLoadBalancerLocal, "nat", "KUBE-LOAD-BALANCER", "", "dst,dst", "RETURN"},
-	{setNodePortLocalTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "RETURN"},
-	{setNodePortTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "KUBE-MARK-MASQ"},
-	{setNodePortLocalUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "RETURN"},
-	{setNodePortUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "KUBE-MARK-MASQ"},
-	{setNodePortLocalSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "RETURN"},
-	{setNodePortSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "KUBE-MARK-MASQ"},
-	{setLoadBalancerFW, "filter", "KUBE-PROXY-FIREWALL", "", "dst,dst", "KUBE-SOURCE-RANGES-FIREWALL"},
-	{setLoadBalancerSourceNet, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
-	{setLoadBalancerSourceIP, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
+	{desired.SetLoopBack, "nat", "KUBE-POSTROUTING", "", "dst,dst,src", "MASQUERADE"},
+	{desired.SetLoadBalancer, "nat", "KUBE-SERVICES", "", "dst,dst", "KUBE-LOAD-BALANCER"},
+	{desired.SetLoadBalancerLocal, "nat", "KUBE-LOAD-BALANCER", "", "dst,dst", "RETURN"},
+	{desired.SetNodePortLocalTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "RETURN"},
+	{desired.SetNodePortTCP, "nat", "KUBE-NODE-PORT", "tcp", "dst", "KUBE-MARK-MASQ"},
+	{desired.SetNodePortLocalUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "RETURN"},
+	{desired.SetNodePortUDP, "nat", "KUBE-NODE-PORT", "udp", "dst", "KUBE-MARK-MASQ"},
+	{desired.SetNodePortLocalSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "RETURN"},
+	{desired.SetNodePortSCTP, "nat", "KUBE-NODE-PORT", "sctp", "dst,dst", "KUBE-MARK-MASQ"},
+	{desired.SetLoadBalancerFW, "filter", "KUBE-PROXY-FIREWALL", "", "dst,dst", "KUBE-SOURCE-RANGES-FIREWALL"},
+	{desired.SetLoadBalancerSourceNet, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
+	{desired.SetLoadBalancerSourceIP, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
 }
 
 // glueSets are the sets whose emptiness changes the chains.
 func glueSets() []string {
-	out := []string{setClusterIP, setExternalIP, setExternalIPLocal}
+	out := []string{desired.SetClusterIP, desired.SetExternalIP, desired.SetExternalIPLocal}
 	for _, r := range setRules {
 		out = append(out, r.set)
 	}
@@ -78,7 +79,7 @@ func glueSets() []string {
 }
 
 func setComment(name string) string {
-	for _, s := range ipv4Sets {
+	for _, s := range desired.IPv4Sets {
 		if s.Name == name {
 			return s.Comment
 		}
@@ -115,10 +116,10 @@ func (a glueInput) sameButBlocked(b glueInput) bool {
 // ipsets, so a Service change rewrites iptables only when it fills a set or
 // empties it. The blocked VIPs' chain is edited apart (blocked.go): the
 // payload declares it only when blocked says so, and carries its edits.
-func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, blocked blockedPlan) []byte {
+func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in glueInput, blocked blockedPlan) []byte {
 	inUse := in.inUse
 	loopback, reject := "127.0.0.0/8", "icmp-port-unreachable"
-	if fam == ipv6 {
+	if fam == desired.IPv6 {
 		loopback, reject = "::1/128", "icmp6-port-unreachable"
 	}
 	mark := fmt.Sprintf("%#x", 1<<cfg.MasqueradeBit)
@@ -148,7 +149,7 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, bl
 			if r.proto != "" {
 				proto = " -p " + r.proto
 			}
-			w(`-A %s%s -m comment --comment %q -m set --match-set %s %s -j %s`, r.chain, proto, setComment(r.set), fam.set(r.set), r.match, r.target)
+			w(`-A %s%s -m comment --comment %q -m set --match-set %s %s -j %s`, r.chain, proto, setComment(r.set), fam.SetName(r.set), r.match, r.target)
 		}
 	}
 	// Node-local clients reach services from loopback; leave them to the kernel.
@@ -160,9 +161,9 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, bl
 	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
 	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
 	notLocal := cfg.notLocal(fam, in.podCIDR)
-	clusterIPs := fam.set(setClusterIP)
+	clusterIPs := fam.SetName(desired.SetClusterIP)
 	switch {
-	case !inUse[setClusterIP]:
+	case !inUse[desired.SetClusterIP]:
 	case cfg.MasqueradeAll:
 		w("-A KUBE-SERVICES %s -m set --match-set %s dst,dst -j KUBE-MARK-MASQ", masqComment, clusterIPs)
 	case notLocal != "":
@@ -174,21 +175,21 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, bl
 	}
 	// External IPs: masqueraded with policy Cluster, and accepted from
 	// off the node or when the address is the node's own.
-	for _, set := range []string{setExternalIP, setExternalIPLocal} {
+	for _, set := range []string{desired.SetExternalIP, desired.SetExternalIPLocal} {
 		if !inUse[set] {
 			continue
 		}
-		match := fmt.Sprintf("-A KUBE-SERVICES -m comment --comment %q -m set --match-set %s dst,dst", setComment(set), fam.set(set))
-		if set == setExternalIP {
+		match := fmt.Sprintf("-A KUBE-SERVICES -m comment --comment %q -m set --match-set %s dst,dst", setComment(set), fam.SetName(set))
+		if set == desired.SetExternalIP {
 			w("%s -j KUBE-MARK-MASQ", match)
 		}
 		w("%s -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT", match)
 		w("%s -m addrtype --dst-type LOCAL -j ACCEPT", match)
 	}
 	w("-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT")
-	for _, set := range []string{setClusterIP, setLoadBalancer} {
+	for _, set := range []string{desired.SetClusterIP, desired.SetLoadBalancer} {
 		if inUse[set] {
-			w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", fam.set(set))
+			w("-A KUBE-SERVICES -m set --match-set %s dst,dst -j ACCEPT", fam.SetName(set))
 		}
 	}
 	inserts("nat")
@@ -202,12 +203,12 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, bl
 	setRule("filter")
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s -j ACCEPT`, markMask)
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
-	for _, s := range []string{setLoadBalancer, setClusterIP, setExternalIP, setExternalIPLocal} {
-		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", fam.set(s))
+	for _, s := range []string{desired.SetLoadBalancer, desired.SetClusterIP, desired.SetExternalIP, desired.SetExternalIPLocal} {
+		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", fam.SetName(s))
 	}
-	w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", fam.set(setHealthCheckNodePort))
-	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.set(setIPVSIPs), reject)
-	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.set(setHealthCheckNodePort))
+	w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", fam.SetName(desired.SetHealthCheckNodePort))
+	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.SetName(desired.SetIPVSIPs), reject)
+	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.SetName(desired.SetHealthCheckNodePort))
 	w("-A KUBE-SOURCE-RANGES-FIREWALL -j DROP")
 	for _, l := range blocked.edits {
 		w("%s", l)
@@ -224,7 +225,7 @@ func gluePayload(cfg *Config, fam ipFamily, missing []jumpRule, in glueInput, bl
 // then runs one instead of two.
 type glue struct {
 	ipt iptables.Interface // iptables or ip6tables
-	fam ipFamily
+	fam desired.Family
 	cfg *Config
 
 	// inMu guards in and known, apart from mu, so that a sync's use never

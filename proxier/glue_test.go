@@ -11,8 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -45,7 +47,7 @@ func TestGlueMasqueradeRules(t *testing.T) {
 		{"other mark bit", Config{MasqueradeBit: 5}, podCIDR, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x20"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			payload := string(gluePayload(&c.cfg, ipv4, nil, glueInput{inUse: map[string]bool{setClusterIP: true}, podCIDR: c.podCIDR}, blockedPlan{}))
+			payload := string(gluePayload(&c.cfg, desired.IPv4, nil, glueInput{inUse: map[string]bool{desired.SetClusterIP: true}, podCIDR: c.podCIDR}, blockedPlan{}))
 			if !strings.Contains(payload, c.want+"\n") {
 				t.Errorf("missing %q in\n%s", c.want, payload)
 			}
@@ -70,14 +72,14 @@ func TestGlueSetRules(t *testing.T) {
 		}
 		return out
 	}
-	empty := gluePayload(cfg, ipv4, nil, glueInput{}, blockedPlan{})
+	empty := gluePayload(cfg, desired.IPv4, nil, glueInput{}, blockedPlan{})
 	if r := rulesOf(empty, "KUBE-NODE-PORT"); len(r) != 0 {
 		t.Errorf("node port rules without node ports: %q", r)
 	}
 	if nat, _, _ := strings.Cut(string(empty), "*filter"); strings.Contains(nat, "--match-set KUBE-CLUSTER-IP") || strings.Contains(nat, "KUBE-LOOP-BACK") {
 		t.Errorf("cluster IP or hairpin rules without entries:\n%s", nat)
 	}
-	full := gluePayload(cfg, ipv4, nil, glueInput{inUse: map[string]bool{setNodePortTCP: true, setNodePortLocalTCP: true, setNodePortSCTP: true, setNodePortUDP: true}}, blockedPlan{})
+	full := gluePayload(cfg, desired.IPv4, nil, glueInput{inUse: map[string]bool{desired.SetNodePortTCP: true, desired.SetNodePortLocalTCP: true, desired.SetNodePortSCTP: true, desired.SetNodePortUDP: true}}, blockedPlan{})
 	want := []string{
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN`,
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ`,
@@ -90,18 +92,18 @@ func TestGlueSetRules(t *testing.T) {
 
 	ipt := &iptables.Fake{}
 	g := &glue{ipt: ipt, cfg: cfg}
-	g.guess(map[string]bool{setClusterIP: true})
+	g.guess(map[string]bool{desired.SetClusterIP: true})
 	if _, _, err := g.ensure(true); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ipt.Payloads[0], "--match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT") {
 		t.Errorf("the guess from the kernel's sets was not written:\n%s", ipt.Payloads[0])
 	}
-	if g.use(glueInput{inUse: map[string]bool{setClusterIP: true}}) {
+	if g.use(glueInput{inUse: map[string]bool{desired.SetClusterIP: true}}) {
 		t.Error("the sets guessed and written reported as a change")
 	}
 	g.guess(nil)
-	if !g.use(glueInput{inUse: map[string]bool{setClusterIP: true, setNodePortTCP: true}}) {
+	if !g.use(glueInput{inUse: map[string]bool{desired.SetClusterIP: true, desired.SetNodePortTCP: true}}) {
 		t.Error("a set filled not reported")
 	}
 	if _, _, err := g.ensure(true); err != nil {
@@ -236,17 +238,17 @@ func (w *rulesAtWrite) Write(ops []ipvs.Op) []error {
 func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
 	ipt := &iptables.Fake{}
 	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt, rule: "--match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE"}
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
 		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
 	if saved, _ := ipt.Save(); strings.Contains(string(saved), v.rule) {
 		t.Fatal("hairpin rule without a local endpoint")
 	}
-	p.OnEndpointSliceAdd(slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.5", ready: yes, node: "me"}))
+	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"}))
 	p.SyncNow()
 	if !v.sawAddedRS || !v.hadRule {
 		t.Errorf("real server added %v, with the hairpin rule already in place %v", v.sawAddedRS, v.hadRule)
@@ -261,7 +263,7 @@ func TestGlueIPv6(t *testing.T) {
 	for _, s := range glueSets() {
 		inUse[s] = true
 	}
-	payload := string(gluePayload(cfg, ipv6, nil, glueInput{inUse: inUse}, blockedPlan{}))
+	payload := string(gluePayload(cfg, desired.IPv6, nil, glueInput{inUse: inUse}, blockedPlan{}))
 	for _, want := range []string{
 		"-A KUBE-SERVICES -s ::1/128 -j RETURN",
 		"--match-set KUBE-6-IPVS-IPS dst -j REJECT --reject-with icmp6-port-unreachable",

@@ -10,7 +10,9 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
 
@@ -22,7 +24,7 @@ import (
 // externalService is ns/name on a cluster IP and an external IP, port 80:
 // its external IP fills KUBE-EXTERNAL-IP, whose rules the chains then need.
 func externalService(name, clusterIP, externalIP string) *v1.Service {
-	s := svc(clusterIP, port("", v1.ProtocolTCP, 80))
+	s := testobj.Service(clusterIP, testobj.Port("", v1.ProtocolTCP, 80))
 	s.Name = name
 	s.Spec.ExternalIPs = []string{externalIP}
 	return s
@@ -34,7 +36,7 @@ func proxierPastFirstSync(t *testing.T) (*Proxier, fakeKernel, *iptables.Fake, *
 	t.Helper()
 	health := healthz.New(time.Minute)
 	p, k, ipt, _ := newLoggingProxier(t, zap.NewNop(), health)
-	kubernetes := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	kubernetes := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
 	p.OnServiceAdd(kubernetes)
 	p.OnServicesSynced()
@@ -214,12 +216,12 @@ func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 func TestGlueLeftBehindCatchesUp(t *testing.T) {
 	ipt := &iptables.Fake{}
 	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
-	g.use(glueInput{inUse: map[string]bool{setClusterIP: true}})
+	g.use(glueInput{inUse: map[string]bool{desired.SetClusterIP: true}})
 	ipt.Fail = errors.New("iptables-save: killed at its deadline")
 	if _, _, err := g.ensure(false); err == nil {
 		t.Fatal("the injected failure was not returned")
 	}
-	g.use(glueInput{inUse: map[string]bool{setClusterIP: true, setExternalIP: true}})
+	g.use(glueInput{inUse: map[string]bool{desired.SetClusterIP: true, desired.SetExternalIP: true}})
 	saves := ipt.Saves
 	if _, _, err := g.rewrite(); !errors.Is(err, errGlueFailing) || ipt.Saves != saves {
 		t.Fatalf("rewrite after a failed run: %v, %d runs", err, ipt.Saves-saves)

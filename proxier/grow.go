@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 )
 
@@ -45,7 +46,7 @@ func (r *reconciler) ensureCapacity(set string, more int) error {
 
 // setDefinition is the named set as the proxier creates it.
 func setDefinition(name string) (ipset.Set, bool) {
-	for _, s := range allSets() {
+	for _, s := range desired.AllSets() {
 		if s.Name == name {
 			return s, true
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -16,8 +17,8 @@ import (
 func TestSetsGrowBeforeTheyFill(t *testing.T) {
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	_ = k.links.EnsureLink()
-	for _, s := range ipv4Sets {
-		if s.Name == setClusterIP {
+	for _, s := range desired.IPv4Sets {
+		if s.Name == desired.SetClusterIP {
 			s.MaxElem = 4 // as if the cluster had outgrown 65,536
 		}
 		if err := k.sets.EnsureSet(s); err != nil {
@@ -29,16 +30,16 @@ func TestSetsGrowBeforeTheyFill(t *testing.T) {
 		r.setService(name(fmt.Sprint(i)), numbered(i, 1))
 	}
 	mustApply(t, r)
-	if n, _ := k.sets.Count(setClusterIP); n != 5 {
-		t.Errorf("%s holds %d entries, want 5", setClusterIP, n)
+	if n, _ := k.sets.Count(desired.SetClusterIP); n != 5 {
+		t.Errorf("%s holds %d entries, want 5", desired.SetClusterIP, n)
 	}
-	if c, _ := k.sets.Capacity(setClusterIP); c != 16 {
-		t.Errorf("%s can hold %d, want 16", setClusterIP, c)
+	if c, _ := k.sets.Capacity(desired.SetClusterIP); c != 16 {
+		t.Errorf("%s can hold %d, want 16", desired.SetClusterIP, c)
 	}
-	if got := r.takeWork().grown; !slices.Equal(got, []string{setClusterIP + " to 16"}) {
+	if got := r.takeWork().grown; !slices.Equal(got, []string{desired.SetClusterIP + " to 16"}) {
 		t.Errorf("grown %v", got)
 	}
-	if !slices.Contains(k.ops(), "grow "+setClusterIP+" 16") {
+	if !slices.Contains(k.ops(), "grow "+desired.SetClusterIP+" 16") {
 		t.Error("no grow among the kernel writes")
 	}
 

@@ -8,40 +8,11 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
 
-// nodeAddrs is what a sync needs of this node: its addresses, zone and pod
-// CIDR.
-type nodeAddrs struct {
-	// all are the node's addresses (every link but kube-ipvs0, no loopback
-	// or IPv6 link-local): an external IP among them is not bound to
-	// kube-ipvs0.
-	all []netip.Addr
-	// nodePort are those NodePorts are served on: within
-	// --nodeport-addresses when it is given.
-	nodePort []netip.Addr
-	// primary is the Node's primary address of each family: a load
-	// balancer's source ranges that hold it let the node reach the VIP.
-	primary [len(families)]netip.Addr
-	// zone is the Node's topology.kubernetes.io/zone label, for the
-	// endpoints' zone hints.
-	zone string
-	// podCIDR is the Node's first pod CIDR of each family, for
-	// --detect-local-mode=NodeCIDR.
-	podCIDR [len(families)]netip.Prefix
-}
-
-func (a nodeAddrs) has(ip netip.Addr) bool { return slices.Contains(a.all, ip) }
-
-func (a nodeAddrs) equal(b nodeAddrs) bool {
-	return a.sameAddresses(b) && a.zone == b.zone && a.podCIDR == b.podCIDR
-}
-
-func (a nodeAddrs) sameAddresses(b nodeAddrs) bool {
-	return slices.Equal(a.all, b.all) && slices.Equal(a.nodePort, b.nodePort) && a.primary == b.primary
-}
-
-// nodeIPs tracks what desiredState needs of this node: its addresses, read
+// nodeIPs tracks what desired.Compute needs of this node: its addresses, read
 // from the kernel at every drift check and whenever the Node changes, and
 // the Node's primary address and zone. A change recomputes the Services
 // that use them, and nothing else.
@@ -55,15 +26,15 @@ type nodeIPs struct {
 
 	// current is the list in use, and read says it has been read once;
 	// both owned by the sync goroutine.
-	current nodeAddrs
+	current desired.Node
 	read    bool
 }
 
 // nodeFacts are what the Node object says of this node.
 type nodeFacts struct {
-	primary [len(families)]netip.Addr
+	primary [len(desired.Families)]netip.Addr
 	zone    string
-	podCIDR [len(families)]netip.Prefix
+	podCIDR [len(desired.Families)]netip.Prefix
 }
 
 func factsOf(node *v1.Node) nodeFacts {
@@ -75,10 +46,10 @@ func factsOf(node *v1.Node) nodeFacts {
 	if len(cidrs) == 0 && node.Spec.PodCIDR != "" {
 		cidrs = []string{node.Spec.PodCIDR}
 	}
-	for _, fam := range families {
+	for _, fam := range desired.Families {
 		f.primary[fam] = primaryIP(node, fam)
 		for _, c := range cidrs {
-			if p, ok := parseAPIPrefix(c); ok && fam.holds(p.Addr()) {
+			if p, ok := desired.ParsePrefix(c); ok && fam.Holds(p.Addr()) {
 				f.podCIDR[fam] = p
 				break
 			}
@@ -110,11 +81,11 @@ func (n *nodeIPs) takeChanged() bool {
 // nodePortFilter keeps the addresses NodePorts are served on, as upstream:
 // all of them without --nodeport-addresses, else those within its CIDRs or
 // equal to the Node's primary address.
-func (c *Config) nodePortFilter(all []netip.Addr, primary [len(families)]netip.Addr) []netip.Addr {
+func (c *Config) nodePortFilter(all []netip.Addr, primary [len(desired.Families)]netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range all {
 		ok := len(c.NodePortAddresses) == 0 && !c.NodePortPrimary ||
-			c.NodePortPrimary && a == primary[familyOf(a)] ||
+			c.NodePortPrimary && a == primary[desired.FamilyOf(a)] ||
 			slices.ContainsFunc(c.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) })
 		if ok {
 			out = append(out, a)
@@ -125,13 +96,13 @@ func (c *Config) nodePortFilter(all []netip.Addr, primary [len(families)]netip.A
 
 // primaryIP is the Node's primary address of a family, as kubelet reports
 // it: the first InternalIP, else the first ExternalIP.
-func primaryIP(node *v1.Node, fam ipFamily) netip.Addr {
+func primaryIP(node *v1.Node, fam desired.Family) netip.Addr {
 	if node == nil {
 		return netip.Addr{}
 	}
 	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
 		for _, a := range node.Status.Addresses {
-			if ip, ok := parseAPIAddr(a.Address); a.Type == typ && ok && fam.holds(ip) {
+			if ip, ok := desired.ParseAddr(a.Address); a.Type == typ && ok && fam.Holds(ip) {
 				return ip
 			}
 		}
@@ -156,42 +127,42 @@ func (p *Proxier) refreshNodeIPs() error {
 			return err
 		}
 		p.log.Warn("could not list the node's addresses; NodePorts and external IPs keep the previous ones", zap.Error(err))
-		listed = p.nodeIPs.current.all // what the Node says may still have changed
+		listed = p.nodeIPs.current.All // what the Node says may still have changed
 	}
 	p.nodeIPs.read = true
 	p.nodeIPs.mu.Lock()
 	node := p.nodeIPs.node
 	p.nodeIPs.mu.Unlock()
-	var next nodeAddrs
+	var next desired.Node
 	for _, a := range listed {
-		if p.cfg.IPv6Capable || familyOf(a) == ipv4 {
-			next.all = append(next.all, a)
+		if p.cfg.IPv6Capable || desired.FamilyOf(a) == desired.IPv4 {
+			next.All = append(next.All, a)
 		}
 	}
 	primary := node.primary
 	if o := p.cfg.PrimaryOverride; o.IsValid() {
-		primary[familyOf(o)] = o
+		primary[desired.FamilyOf(o)] = o
 	}
-	next.nodePort = p.cfg.nodePortFilter(next.all, primary)
-	next.primary, next.zone, next.podCIDR = primary, node.zone, node.podCIDR
+	next.NodePort = p.cfg.nodePortFilter(next.All, primary)
+	next.Primary, next.Zone, next.PodCIDR = primary, node.zone, node.podCIDR
 	cur := p.nodeIPs.current
-	if next.equal(cur) {
+	if next.Equal(cur) {
 		return nil
 	}
-	p.log.Info("node changed", zap.Stringers("addresses", next.all), zap.Stringers("nodePorts", next.nodePort),
-		zap.Stringers("primary", validOnly(next.primary[:])), zap.String("zone", next.zone), zap.Stringers("podCIDR", validOnly(next.podCIDR[:])))
-	if p.cfg.NodePortPrimary && !primary[ipv4].IsValid() && !primary[ipv6].IsValid() {
+	p.log.Info("node changed", zap.Stringers("addresses", next.All), zap.Stringers("nodePorts", next.NodePort),
+		zap.Stringers("primary", validOnly(next.Primary[:])), zap.String("zone", next.Zone), zap.Stringers("podCIDR", validOnly(next.PodCIDR[:])))
+	if p.cfg.NodePortPrimary && !primary[desired.IPv4].IsValid() && !primary[desired.IPv6].IsValid() {
 		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no address yet")
 	}
-	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR[ipv4].IsValid() {
+	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR[desired.IPv4].IsValid() {
 		p.log.Warn("--detect-local-mode=NodeCIDR but the Node has no IPv4 pod CIDR yet; until it has, cluster-IP traffic is masqueraded as without a cluster CIDR")
 	}
 	switch {
-	case next.zone != cur.zone:
+	case next.Zone != cur.Zone:
 		// Any Service's endpoints may carry zone hints; a node changes
 		// zone about never.
 		p.changeTracker.touch(func(*v1.Service) bool { return true })
-	case !next.sameAddresses(cur):
+	case !next.SameAddresses(cur):
 		p.changeTracker.touch(usesNodeAddrs)
 	}
 	p.nodeIPs.current = next

@@ -11,8 +11,10 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -29,12 +31,12 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	addrs := &nodeaddrs.Fake{}
 	a, b := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")
 	addrs.Set(nil, a, netip.MustParseAddr("fd00::15"))
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
 		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt, NodeAddrs: addrs},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	web := svc("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
+	web := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
 	web.Spec.Type = v1.ServiceTypeNodePort
-	plain := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	plain := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	plain.Name = "plain"
 	p.OnServiceAdd(web)
 	p.OnServiceAdd(plain)
@@ -101,7 +103,7 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	// The last node port gone: its rule goes with its set's entries.
 	p.OnServiceDelete(web)
 	p.SyncNow()
-	if strings.Contains(k.sets.Dump(), setNodePortTCP) || nodePortRule() {
+	if strings.Contains(k.sets.Dump(), desired.SetNodePortTCP) || nodePortRule() {
 		t.Fatalf("node port entry, or its rule, left behind:\n%s", k.sets.Dump())
 	}
 }
@@ -136,10 +138,10 @@ func TestNodePortFilter(t *testing.T) {
 func TestNodeCIDRFollowsTheNode(t *testing.T) {
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	ipt := &iptables.Fake{}
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14, DetectLocal: DetectNodeCIDR},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, DetectLocal: DetectNodeCIDR},
 		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt, NodeAddrs: &nodeaddrs.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -179,11 +181,11 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 	addrs := &nodeaddrs.Fake{}
 	node := netip.MustParseAddr("10.0.2.15")
 	addrs.Set(nil, node)
-	web := svc("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
+	web := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
 	web.Spec.Type = v1.ServiceTypeNodePort
 	web.Spec.ExternalIPs = []string{node.String()}
 	start := func() *Proxier {
-		p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+		p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
 			Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}, NodeAddrs: addrs},
 			zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 		p.OnServiceAdd(web)
@@ -228,10 +230,10 @@ func TestNodeFactsReadLegacyAddresses(t *testing.T) {
 		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "010.000.002.015"}}},
 	}
 	f := factsOf(node)
-	if got := f.primary[ipv4]; got != netip.MustParseAddr("10.0.2.15") {
+	if got := f.primary[desired.IPv4]; got != netip.MustParseAddr("10.0.2.15") {
 		t.Errorf("primary address %v", got)
 	}
-	if got := f.podCIDR[ipv4]; got != netip.MustParsePrefix("10.244.1.0/24") {
+	if got := f.podCIDR[desired.IPv4]; got != netip.MustParsePrefix("10.244.1.0/24") {
 		t.Errorf("pod CIDR %v", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
@@ -160,9 +161,9 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	for _, s := range p.sets() {
 		names = append(names, s.Name)
 	}
-	p.glues = []*glue{{ipt: k.IPTables, fam: ipv4, cfg: &p.cfg}}
+	p.glues = []*glue{{ipt: k.IPTables, fam: desired.IPv4, cfg: &p.cfg}}
 	if cfg.IPv6Capable {
-		p.glues = append(p.glues, &glue{ipt: k.IP6Tables, fam: ipv6, cfg: &p.cfg})
+		p.glues = append(p.glues, &glue{ipt: k.IP6Tables, fam: desired.IPv6, cfg: &p.cfg})
 	}
 	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded, cfg.SyncPeriod)
 	p.rec.conntrack = k.Conntrack
@@ -294,7 +295,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	p.metrics.ObserveSync(elapsed, full)
 	p.metrics.KernelOpsTotal.Add(float64(done.ops))
-	for _, fam := range families {
+	for _, fam := range desired.Families {
 		if n := done.conntrackCleared[fam]; n > 0 {
 			p.metrics.ConntrackDeleted.WithLabelValues(fam.String()).Add(float64(n))
 		}

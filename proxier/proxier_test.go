@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -41,7 +43,7 @@ func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*P
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	ipt := &iptables.Fake{}
 	ev := &recordedEvents{}
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
 		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt},
 		log, health, metrics.New(), ev)
 	return p, k, ipt, ev
@@ -49,7 +51,7 @@ func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*P
 
 func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
-	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
 	p.OnServiceAdd(web)
 	p.SyncNow()
@@ -62,12 +64,12 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	if !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP -s rr") || len(ipt.Payloads) != 1 {
 		t.Fatalf("first (full) sync did not program the service and the glue:\n%s", k.ipvs.Dump())
 	}
-	if len(k.sets.SetNames()) != len(ipv4Sets) {
+	if len(k.sets.SetNames()) != len(desired.IPv4Sets) {
 		t.Fatalf("sets %v", k.sets.SetNames())
 	}
 	k.ops()
 
-	s := slice("web-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"})
+	s := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	s.Labels[discovery.LabelServiceName] = "web"
 	p.OnEndpointSliceAdd(s)
 	p.SyncNow()
@@ -109,7 +111,7 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 
 	setUp := func() bool {
 		saved, _ := ipt.Save()
-		return len(k.sets.SetNames()) == len(ipv4Sets) && strings.Contains(string(saved), "-A KUBE-POSTROUTING")
+		return len(k.sets.SetNames()) == len(desired.IPv4Sets) && strings.Contains(string(saved), "-A KUBE-POSTROUTING")
 	}
 	for deadline := time.Now().Add(10 * time.Second); !setUp(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -117,7 +119,7 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 		}
 	}
 
-	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
 	p.OnServiceAdd(web)
 	p.OnServicesSynced()
@@ -138,7 +140,7 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	p, k, _, ev := newTestProxier(t)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
-	bad := svc("10.96.0.10", port("a", v1.ProtocolTCP, 80), port("b", "ICMP", 81))
+	bad := testobj.Service("10.96.0.10", testobj.Port("a", v1.ProtocolTCP, 80), testobj.Port("b", "ICMP", 81))
 	p.OnServiceAdd(bad)
 	p.SyncNow()
 	p.needFull = true // a drift check must not repeat it
@@ -176,7 +178,7 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
-	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(web)
 	p.SyncNow()
 	if k.ipvs.Dump() == "" {
@@ -212,7 +214,7 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	// As in every cluster, a cluster IP is in use from the start, so that
 	// the chains do not change with the Services added below.
-	kubernetes := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	kubernetes := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
 	p.OnServiceAdd(kubernetes)
 	p.OnServicesSynced()
@@ -221,14 +223,14 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	restores := len(ipt.Payloads)
 
 	k.ipvs.FailNext = "add-vs 10.96.0.10"
-	p.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.SyncNow()
 	if !p.fullAt.IsZero() || p.needFull {
 		t.Fatal("a failed object must not schedule a full re-read")
 	}
 	// Another change right after is applied by a partial sync; the failed
 	// object waits for its retry.
-	other := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
 	p.OnServiceAdd(other)
 	p.SyncNow()
@@ -260,25 +262,25 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 		}
 	}
 
-	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
-	api := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	api := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	api.Namespace, api.Name = kubernetes.Namespace, kubernetes.Name
-	eps := slice("kubernetes", []discovery.EndpointPort{sport("https", v1.ProtocolTCP, 6443)}, ep{ip: "10.0.0.1"})
+	eps := testobj.Slice("kubernetes", []discovery.EndpointPort{testobj.SlicePort("https", v1.ProtocolTCP, 6443)}, testobj.EP{IP: "10.0.0.1"})
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
-	st, _ := desiredState(api, []*discovery.EndpointSlice{eps}, &p.cfg, nodeAddrs{})
+	st, _ := desired.Compute(api, []*discovery.EndpointSlice{eps}, &p.cfg.Config, desired.Node{})
 	_ = k.links.EnsureLink()
-	for _, err := range k.links.AddAddresses(st.addresses) {
+	for _, err := range k.links.AddAddresses(st.Addresses) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range ipv4Sets {
+	for _, s := range desired.IPv4Sets {
 		_ = k.sets.EnsureSet(s)
 	}
-	for _, e := range st.entries {
-		if err := k.sets.AddEntry(e.set, e.entry); err != nil {
+	for _, e := range st.Entries {
+		if err := k.sets.AddEntry(e.Set, e.Entry); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,10 +318,10 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	core, logs := observer.New(zap.WarnLevel)
 	critical := []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-system", Name: "kube-dns"}}
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14, CriticalServices: critical},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, CriticalServices: critical},
 		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
 		zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	kube := svc("10.96.0.1", port("https", v1.ProtocolTCP, 443))
+	kube := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kube.Namespace, kube.Name = "default", "kubernetes"
 	p.OnServiceAdd(kube)
 	p.OnServicesSynced()
@@ -337,7 +339,7 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
 	calls := make(chan struct{}, 10)
-	p := New(Config{NodeName: "me", SyncPeriod: time.Hour, MasqueradeBit: 14, AfterFirstSync: func() { calls <- struct{}{} }},
+	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, AfterFirstSync: func() { calls <- struct{}{} }},
 		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	p.OnServicesSynced()
@@ -345,7 +347,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	// The kernel cannot be read: the first sync fails, twice. (A refused
 	// write no longer fails a sync: see statusTable.)
 	k.ipvs.FailReads(errors.New("netlink receive: no buffer space available"))
-	web := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(web)
 	p.SyncNow()
 	p.SyncNow()
@@ -379,13 +381,13 @@ func TestProxierSyncsBesideBackgroundDriftChecks(t *testing.T) {
 	p.cfg.SyncPeriod = time.Nanosecond // a drift check is due at every sync
 	want := map[string]bool{}
 	for i := range 40 {
-		s := svc(fmt.Sprintf("10.96.1.%d", i), port("", v1.ProtocolTCP, 80))
+		s := testobj.Service(fmt.Sprintf("10.96.1.%d", i), testobj.Port("", v1.ProtocolTCP, 80))
 		s.Name = fmt.Sprint("s", i)
 		p.OnServiceAdd(s)
 		want[s.Spec.ClusterIP] = true
 		if i%4 == 3 {
 			old := fmt.Sprintf("10.96.1.%d", i-2)
-			gone := svc(old, port("", v1.ProtocolTCP, 80))
+			gone := testobj.Service(old, testobj.Port("", v1.ProtocolTCP, 80))
 			gone.Name = fmt.Sprint("s", i-2)
 			p.OnServiceDelete(gone)
 			delete(want, old)

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -16,7 +17,7 @@ type kernelView struct {
 	// with real nil for those whose real servers were not read (see dumpPlan).
 	vs    map[ipvs.Key]heldVS
 	addr  map[netip.Addr]struct{}
-	entry map[setEntry]struct{}
+	entry map[desired.SetEntry]struct{}
 	// took is how long each part of the read took, for logs: at scale the
 	// kernel's side of these dumps is most of a drift check.
 	took readTimes
@@ -124,7 +125,7 @@ const tableReadMax = 5000
 // made and, holding r.mu, the sets' believed counts, so it runs without
 // r.mu while apply writes.
 func (r *reconciler) readKernel() (*kernelView, error) {
-	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[setEntry]struct{}{}}
+	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[desired.SetEntry]struct{}{}}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
 	if r.plan.believed != nil {
@@ -245,7 +246,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 			return nil, err
 		}
 		for _, e := range entries {
-			v.entry[setEntry{name, e}] = struct{}{}
+			v.entry[desired.SetEntry{Set: name, Entry: e}] = struct{}{}
 		}
 	}
 	lap(&v.took.sets)
@@ -262,12 +263,12 @@ func (r *reconciler) readServices(names []types.NamespacedName) error {
 	var bound map[netip.Addr]bool
 	for _, n := range names {
 		st := r.byService[n]
-		for _, v := range st.virtualServers {
-			if err := r.readVirtualServer(v.vs.Key); err != nil {
+		for _, v := range st.VirtualServers {
+			if err := r.readVirtualServer(v.Virtual.Key); err != nil {
 				return err
 			}
 		}
-		if len(st.addresses) > 0 && bound == nil {
+		if len(st.Addresses) > 0 && bound == nil {
 			addrs, err := r.addrs.Addresses()
 			if err != nil {
 				return err
@@ -277,11 +278,11 @@ func (r *reconciler) readServices(names []types.NamespacedName) error {
 				bound[a] = true
 			}
 		}
-		for _, a := range st.addresses {
+		for _, a := range st.Addresses {
 			believeIf(&r.addr, a, bound[a])
 		}
-		for _, e := range st.entries {
-			ok, err := r.sets.Has(e.set, e.entry)
+		for _, e := range st.Entries {
+			ok, err := r.sets.Has(e.Set, e.Entry)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -236,7 +237,7 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	for range 3 {
 		refresh()
 	}
-	if c.lists[setClusterIP] != 1 || c.lists[setIPVSIPs] != 1 {
+	if c.lists[desired.SetClusterIP] != 1 || c.lists[desired.SetIPVSIPs] != 1 {
 		t.Errorf("three converged checks listed the sets %v times, want once each", c.lists)
 	}
 	expectOps(t, k)
@@ -246,20 +247,20 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	refresh()
 	k.ops()
 	for i := range 6 {
-		_ = k.sets.DeleteEntry(setIPVSIPs, ipset.Entry{IP: netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", i+1))})
+		_ = k.sets.DeleteEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", i+1))})
 	}
 	k.ops()
 	refresh()
 	var want []string
 	for i := range 6 {
-		want = append(want, fmt.Sprintf("add-entry %s 10.96.0.%d", setIPVSIPs, i+1))
+		want = append(want, fmt.Sprintf("add-entry %s 10.96.0.%d", desired.SetIPVSIPs, i+1))
 	}
 	expectOps(t, k, want...)
 
 	// An entry swapped for another keeps the count: repaired by the next
 	// check that lists (within three).
-	_ = k.sets.DeleteEntry(setIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.1")})
-	_ = k.sets.AddEntry(setIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.99")})
+	_ = k.sets.DeleteEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.1")})
+	_ = k.sets.AddEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.99")})
 	k.ops()
 	for range 3 {
 		refresh()
@@ -390,7 +391,7 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
 	r.adoptSlice, r.dumpsMax = 2, 8
-	final := map[int]serviceState{}
+	final := map[int]desired.State{}
 	for i := 1; i <= 40; i++ {
 		final[i] = numbered(i, 2)
 		r.setService(name(fmt.Sprint(i)), final[i])
@@ -405,7 +406,7 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 			r.mu.Lock()
 			switch {
 			case i%5 == 0:
-				final[i] = serviceState{}
+				final[i] = desired.State{}
 			case i%2 == 0:
 				final[i] = numbered(i, 1+round%3)
 			default:
@@ -475,8 +476,8 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 	k := newFakeKernel(t)
 	v := &ipvsSignal{Interface: k.ipvs, written: make(chan struct{})}
 	a := &addressesAfter{Interface: k.links, ipvsWritten: v.written}
-	names := make([]string, len(ipv4Sets))
-	for i, s := range ipv4Sets {
+	names := make([]string, len(desired.IPv4Sets))
+	for i, s := range desired.IPv4Sets {
 		names[i] = s.Name
 	}
 	r := newReconciler(v, a, k.sets, names, func(netip.Addr) bool { return false }, 0)

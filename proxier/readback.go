@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -137,12 +138,12 @@ func (r *reconciler) boundOf(addrs []netip.Addr) (map[netip.Addr]bool, error) {
 }
 
 // entriesHeld reads back which of entries their sets hold: a test each.
-func (r *reconciler) entriesHeld(entries []setEntry) (map[setEntry]bool, error) {
-	out := make(map[setEntry]bool, len(entries))
+func (r *reconciler) entriesHeld(entries []desired.SetEntry) (map[desired.SetEntry]bool, error) {
+	out := make(map[desired.SetEntry]bool, len(entries))
 	for _, e := range entries {
-		ok, err := r.sets.Has(e.set, e.entry)
+		ok, err := r.sets.Has(e.Set, e.Entry)
 		if err != nil {
-			return out, fmt.Errorf("read back %s: %w", e.entry, err)
+			return out, fmt.Errorf("read back %s: %w", e.Entry, err)
 		}
 		out[e] = ok
 	}

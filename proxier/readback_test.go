@@ -10,18 +10,19 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // addWeb feeds p Service ns/<name> (vip:80 → ips:8080) and syncs.
 func addWeb(p *Proxier, name, vip string, ips ...string) {
-	service := svc(vip, port("", v1.ProtocolTCP, 80))
+	service := testobj.Service(vip, testobj.Port("", v1.ProtocolTCP, 80))
 	service.Name = name
-	var eps []ep
+	var eps []testobj.EP
 	for _, ip := range ips {
-		eps = append(eps, ep{ip: ip})
+		eps = append(eps, testobj.EP{IP: ip})
 	}
-	es := slice(name+"-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, eps...)
+	es := testobj.Slice(name+"-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...)
 	es.Labels[discovery.LabelServiceName] = name
 	p.OnServiceAdd(service)
 	p.OnEndpointSliceAdd(es)
@@ -62,7 +63,7 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 
 	// Deletes likewise: ns/other, idle, goes at once, every answer lost.
 	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "delete-", "delete-", "delete-"
-	other := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
 	p.OnServiceDelete(other)
 	p.SyncNow()

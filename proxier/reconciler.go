@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -36,14 +37,14 @@ type reconciler struct {
 	// excluded protects virtual servers that are not ours (--ipvs-exclude-cidrs).
 	excluded func(netip.Addr) bool
 
-	byService map[types.NamespacedName]serviceState
+	byService map[types.NamespacedName]desired.State
 
 	// One table per kind of kernel object (see table). A failed object is
 	// retried alone, after a delay that doubles per failure up to the sync
 	// period, while the other objects are written.
-	vs    table[ipvs.Key, virtualServerState, heldVS]
+	vs    table[ipvs.Key, desired.VirtualServer, heldVS]
 	addr  table[netip.Addr, struct{}, struct{}]
-	entry table[setEntry, struct{}, struct{}]
+	entry table[desired.SetEntry, struct{}, struct{}]
 	// rsStatus holds the failed real servers, members of vs's rows.
 	rsStatus realServerStatus
 	// entryCount is how many entries each set is believed to hold, which a
@@ -75,7 +76,7 @@ type reconciler struct {
 	// conntrackErr what deleting them did since the last takeWork.
 	conntrack        conntrack.Interface
 	staleFlows       []conntrack.Stale
-	conntrackCleared [len(families)]int // by family
+	conntrackCleared [len(desired.Families)]int // by family
 	conntrackErr     error
 
 	// adoptSlice is how many keys adopt compares between pauses.
@@ -113,7 +114,7 @@ type work struct {
 	times applyTimes
 	// conntrackCleared entries of stale UDP flows were deleted;
 	// conntrackErr says why some could not be.
-	conntrackCleared [len(families)]int
+	conntrackCleared [len(desired.Families)]int
 	conntrackErr     error
 	// grown are the ipsets grown, "name to size".
 	grown []string
@@ -121,7 +122,7 @@ type work struct {
 
 func (r *reconciler) takeWork() work {
 	w := work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown}
-	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, applyTimes{}, [len(families)]int{}, nil, nil
+	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, applyTimes{}, [len(desired.Families)]int{}, nil, nil
 	return w
 }
 
@@ -148,10 +149,10 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 	r := &reconciler{
 		mu:   &sync.Mutex{},
 		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
-		byService:   map[types.NamespacedName]serviceState{},
-		vs:          newTable[ipvs.Key, virtualServerState, heldVS](kindVirtualServer, retryMax),
+		byService:   map[types.NamespacedName]desired.State{},
+		vs:          newTable[ipvs.Key, desired.VirtualServer, heldVS](kindVirtualServer, retryMax),
 		addr:        newTable[netip.Addr, struct{}, struct{}](kindAddress, retryMax),
-		entry:       newTable[setEntry, struct{}, struct{}](kindSetEntry, retryMax),
+		entry:       newTable[desired.SetEntry, struct{}, struct{}](kindSetEntry, retryMax),
 		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
 		entryCount:  map[string]int{},
 		wantedCount: map[string]int{},
@@ -164,7 +165,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 		dumpsMax:   realServerDumpsMax,
 		seed:       maphash.MakeSeed(),
 	}
-	r.entry.counted = func(e setEntry, delta int) { r.entryCount[e.set] += delta }
+	r.entry.counted = func(e desired.SetEntry, delta int) { r.entryCount[e.Set] += delta }
 	r.drift.r = r
 	return r
 }
@@ -172,7 +173,7 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 // serviceChange is what one changed Service now wants.
 type serviceChange struct {
 	name  types.NamespacedName
-	state serviceState
+	state desired.State
 }
 
 // record takes what the changed Services want, writing nothing yet.
@@ -249,33 +250,33 @@ type heldVS struct {
 // setService replaces what one Service wants and marks its objects dirty.
 // A failed object it touches is retried at the next apply, not after its
 // delay: what is wanted of it may have changed.
-func (r *reconciler) setService(name types.NamespacedName, st serviceState) {
+func (r *reconciler) setService(name types.NamespacedName, st desired.State) {
 	old := r.byService[name]
-	for _, v := range old.virtualServers {
-		r.vs.delete(v.vs.Key, name)
-		r.retryRealServersNow(v.vs.Key)
+	for _, v := range old.VirtualServers {
+		r.vs.delete(v.Virtual.Key, name)
+		r.retryRealServersNow(v.Virtual.Key)
 	}
-	for _, a := range old.addresses {
+	for _, a := range old.Addresses {
 		r.addr.delete(a, name)
 	}
-	for _, e := range old.entries {
+	for _, e := range old.Entries {
 		r.unwantEntry(e, name)
 	}
-	for _, v := range st.virtualServers {
-		r.vs.update(v.vs.Key, name, v)
-		r.retryRealServersNow(v.vs.Key)
-		r.endDrain(v.vs.Key)
+	for _, v := range st.VirtualServers {
+		r.vs.update(v.Virtual.Key, name, v)
+		r.retryRealServersNow(v.Virtual.Key)
+		r.endDrain(v.Virtual.Key)
 	}
-	for _, v := range old.virtualServers {
-		r.startDrain(v.vs.Key)
+	for _, v := range old.VirtualServers {
+		r.startDrain(v.Virtual.Key)
 	}
-	for _, a := range st.addresses {
+	for _, a := range st.Addresses {
 		r.addr.update(a, name, struct{}{})
 	}
-	for _, e := range st.entries {
+	for _, e := range st.Entries {
 		r.wantEntry(e, name)
 	}
-	if len(st.virtualServers) == 0 && len(st.addresses) == 0 && len(st.entries) == 0 {
+	if len(st.VirtualServers) == 0 && len(st.Addresses) == 0 && len(st.Entries) == 0 {
 		delete(r.byService, name)
 	} else {
 		r.byService[name] = st
@@ -297,7 +298,7 @@ func (r *reconciler) believe(op ipvs.Op) {
 		// Sized for the real servers to come: grown by append, a set of
 		// ten would hold room for sixteen, at every virtual server.
 		want, _ := r.vs.want.get(k)
-		r.vs.believe(k, heldVS{op.VS, newRealSet(make([]ipvs.RealServer, 0, len(want.real)))})
+		r.vs.believe(k, heldVS{op.VS, newRealSet(make([]ipvs.RealServer, 0, len(want.Reals)))})
 	case ipvs.UpdateVS:
 		h := r.vs.have[k]
 		h.vs = op.VS

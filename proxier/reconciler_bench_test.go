@@ -11,6 +11,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -103,21 +105,21 @@ func (sinkKernel) Grow(ipset.Set, uint32) error                    { return nil 
 // Services × 10 endpoints once they are programmed (desired state and
 // belief; the informers' caches are not counted), as live-MB.
 func BenchmarkConvergedHeap(b *testing.B) {
-	cfg := &Config{Scheduler: "rr"}
+	cfg := &desired.Config{Scheduler: "rr"}
 	for i := 0; i < b.N; i++ {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		var k sinkKernel
-		r := newReconciler(k, k, k, []string{setClusterIP, setIPVSIPs}, func(netip.Addr) bool { return false }, 0)
+		r := newReconciler(k, k, k, []string{desired.SetClusterIP, desired.SetIPVSIPs}, func(netip.Addr) bool { return false }, 0)
 		for s := 0; s < 10000; s++ {
-			service := svc(fmt.Sprintf("10.96.%d.%d", s>>8, s&0xff), port("http", v1.ProtocolTCP, 80))
+			service := testobj.Service(fmt.Sprintf("10.96.%d.%d", s>>8, s&0xff), testobj.Port("http", v1.ProtocolTCP, 80))
 			service.Name = fmt.Sprint("s", s)
-			var eps []ep
+			var eps []testobj.EP
 			for e := 0; e < 10; e++ {
-				eps = append(eps, ep{ip: fmt.Sprintf("10.%d.%d.%d", 100+e, s>>8, s&0xff), ready: yes})
+				eps = append(eps, testobj.EP{IP: fmt.Sprintf("10.%d.%d.%d", 100+e, s>>8, s&0xff), Ready: testobj.Yes})
 			}
-			st, _ := desiredState(service, []*discovery.EndpointSlice{slice("e", []discovery.EndpointPort{sport("http", v1.ProtocolTCP, 8080)}, eps...)}, cfg, nodeAddrs{})
+			st, _ := desired.Compute(service, []*discovery.EndpointSlice{testobj.Slice("e", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, eps...)}, cfg, desired.Node{})
 			r.setService(types.NamespacedName{Namespace: "ns", Name: service.Name}, st)
 		}
 		if errs := r.apply(); len(errs) > 0 {

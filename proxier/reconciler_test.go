@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -34,7 +35,7 @@ func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
 	// Deleting a, which carries no connection, deletes its virtual
 	// server, address and entries at once (see drainvs.go). Nothing of b
 	// is touched.
-	r.setService(name("a"), serviceState{})
+	r.setService(name("a"), desired.State{})
 	mustApply(t, r)
 	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
 		"delete-vs 10.96.0.1:80/TCP")
@@ -68,7 +69,7 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 	protected := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.0.5"), Protocol: ipvs.TCP, Port: 22}, Scheduler: "rr"}
 	_ = k.ipvs.AddVirtualServer(stray)
 	_ = k.ipvs.AddVirtualServer(protected)
-	_ = k.sets.AddEntry(setClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
+	_ = k.sets.AddEntry(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
 	_ = k.links.AddAddress(netip.MustParseAddr("10.96.9.9"))
 	_ = k.links.AddAddress(netip.MustParseAddr("10.0.0.5")) // someone else's, on kube-ipvs0
 	k.ops()
@@ -105,22 +106,22 @@ func TestReconcilerRetriesFailedWrites(t *testing.T) {
 func TestReconcilerSharedObjectsStayUntilLastOwnerLeaves(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
-	loop := setEntry{setLoopBack, ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}}
+	loop := desired.SetEntry{Set: desired.SetLoopBack, Entry: ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}}
 	a, b := state("10.96.0.1", 80), state("10.96.0.2", 80)
-	a.entries = append(a.entries, loop)
-	b.entries = append(b.entries, loop)
+	a.Entries = append(a.Entries, loop)
+	b.Entries = append(b.Entries, loop)
 	r.setService(name("a"), a)
 	r.setService(name("b"), b)
 	mustApply(t, r)
 	k.ops()
-	r.setService(name("a"), serviceState{})
+	r.setService(name("a"), desired.State{})
 	mustApply(t, r)
 	for _, op := range k.ops() {
 		if strings.Contains(op, "KUBE-LOOP-BACK") {
 			t.Fatalf("shared entry touched while b still wants it: %s", op)
 		}
 	}
-	r.setService(name("b"), serviceState{})
+	r.setService(name("b"), desired.State{})
 	mustApply(t, r)
 	if !slices.Contains(k.ops(), "delete-entry KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1") {
 		t.Fatal("shared entry not removed with its last owner")
@@ -379,7 +380,7 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	// has a's old real server, has b and lacks c, and must undo none of it.
 	l := &betweenSlices{sync: func() {
 		r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.3:8080"))
-		r.setService(name("b"), serviceState{})
+		r.setService(name("b"), desired.State{})
 		r.setService(name("c"), state("10.96.0.3", 80, "10.244.0.4:8080"))
 		mustApply(t, r)
 		k.ops()
@@ -419,7 +420,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	k := newFakeKernel(t)
 	r := k.reconciler()
 	r.adoptSlice = 2
-	final := map[int]serviceState{}
+	final := map[int]desired.State{}
 	for i := 1; i <= 50; i++ {
 		final[i] = numbered(i, 2)
 		r.setService(name(fmt.Sprint(i)), final[i])
@@ -442,7 +443,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 		if i%4 == 1 {
 			final[i] = numbered(i, 3)
 		} else {
-			final[i] = serviceState{}
+			final[i] = desired.State{}
 		}
 		r.setService(name(fmt.Sprint(i)), final[i])
 		mustApply(t, r)
@@ -459,7 +460,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	mustRefresh(t, r)
 	for _, op := range k.ops() {
 		vip := regexp.MustCompile(`10\.96\.0\.(\d+)`).FindStringSubmatch(op)
-		if !strings.HasPrefix(op, "delete-") || vip == nil || len(final[atoi(t, vip[1])].virtualServers) > 0 {
+		if !strings.HasPrefix(op, "delete-") || vip == nil || len(final[atoi(t, vip[1])].VirtualServers) > 0 {
 			t.Errorf("drift check wrote %q: not the end of a deleted Service's drain", op)
 		}
 	}

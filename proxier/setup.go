@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 )
 
@@ -137,9 +138,9 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		if g.guessing() {
 			// Every cluster has default/kubernetes: an IPv4 cluster IP is
 			// always wanted.
-			filled := map[string]bool{setClusterIP: g.fam == ipv4}
+			filled := map[string]bool{desired.SetClusterIP: g.fam == desired.IPv4}
 			for _, s := range glueSets() {
-				if n, err := p.kernel.Sets.Count(g.fam.set(s)); err == nil && n > 0 {
+				if n, err := p.kernel.Sets.Count(g.fam.SetName(s)); err == nil && n > 0 {
 					filled[s] = true
 				}
 			}
@@ -163,9 +164,9 @@ func (p *Proxier) setupKernel(readBack bool) error {
 // sets are the ipsets of the families the node has.
 func (p *Proxier) sets() []ipset.Set {
 	if p.cfg.IPv6Capable {
-		return allSets()
+		return desired.AllSets()
 	}
-	return ipv4Sets
+	return desired.IPv4Sets
 }
 
 // setupWithReadBack is the kernel setup a drift check runs before its read:

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // twoWebServices feeds p Service ns/web (10.96.0.10:80 → 10.244.0.1 and
@@ -26,14 +27,14 @@ func twoWebServices(p *Proxier) {
 	p.OnEndpointSlicesSynced()
 	for _, s := range []struct {
 		name, vip string
-		eps       []ep
+		eps       []testobj.EP
 	}{
-		{"web", "10.96.0.10", []ep{{ip: "10.244.0.1"}, {ip: "10.244.0.2"}}},
-		{"other", "10.96.0.11", []ep{{ip: "10.244.1.1"}}},
+		{"web", "10.96.0.10", []testobj.EP{{IP: "10.244.0.1"}, {IP: "10.244.0.2"}}},
+		{"other", "10.96.0.11", []testobj.EP{{IP: "10.244.1.1"}}},
 	} {
-		service := svc(s.vip, port("", v1.ProtocolTCP, 80))
+		service := testobj.Service(s.vip, testobj.Port("", v1.ProtocolTCP, 80))
 		service.Name = s.name
-		es := slice(s.name+"-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, s.eps...)
+		es := testobj.Slice(s.name+"-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, s.eps...)
 		es.Labels[discovery.LabelServiceName] = s.name
 		p.OnServiceAdd(service)
 		p.OnEndpointSliceAdd(es)

@@ -10,6 +10,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
 
 // serviceNameLabel links an EndpointSlice to its Service.
@@ -75,7 +77,7 @@ func serviceChanged(old, cur *v1.Service) bool {
 	}
 	return !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
 		!equality.Semantic.DeepEqual(old.Status.LoadBalancer, cur.Status.LoadBalancer) ||
-		old.Annotations[SchedulerAnnotation] != cur.Annotations[SchedulerAnnotation]
+		old.Annotations[desired.SchedulerAnnotation] != cur.Annotations[desired.SchedulerAnnotation]
 }
 
 func (t *changeTracker) setService(name types.NamespacedName, svc *v1.Service) {

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // renderInput prints what the proxier computes from in: the Service's
@@ -42,12 +44,12 @@ func FuzzChangeTracker(f *testing.F) {
 		sl := map[string]*discovery.EndpointSlice{} // by slice name
 		seen := map[types.NamespacedName]string{}
 		newService := func(n string, v int) *v1.Service {
-			s := svc(fmt.Sprintf("10.96.0.%d", v), port("", v1.ProtocolTCP, 80))
+			s := testobj.Service(fmt.Sprintf("10.96.0.%d", v), testobj.Port("", v1.ProtocolTCP, 80))
 			s.Name = n
 			return s
 		}
 		newSlice := func(n, owner string, v int) *discovery.EndpointSlice {
-			s := slice(n, []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: fmt.Sprintf("10.244.0.%d", v)})
+			s := testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: fmt.Sprintf("10.244.0.%d", v)})
 			s.Labels[discovery.LabelServiceName] = owner
 			return s
 		}
@@ -56,10 +58,10 @@ func FuzzChangeTracker(f *testing.F) {
 				seen[in.name] = renderInput(in)
 			}
 		}
-		b := fuzzBytes(ops)
+		b := testobj.FuzzBytes(ops)
 		for len(b) > 0 {
-			n, v := names[b.next()%len(names)], b.next()%4
-			switch b.next() % 6 {
+			n, v := names[b.Next()%len(names)], b.Next()%4
+			switch b.Next() % 6 {
 			case 0: // a Service added or updated
 				cur := newService(n, v)
 				if old := services[n]; old != nil {
@@ -74,8 +76,8 @@ func FuzzChangeTracker(f *testing.F) {
 					delete(services, n)
 				}
 			case 2, 3: // a slice added or updated, perhaps moved to another Service
-				sn := fmt.Sprintf("%s-%d", n, b.next()%2)
-				owner := names[b.next()%len(names)]
+				sn := fmt.Sprintf("%s-%d", n, b.Next()%2)
+				owner := names[b.Next()%len(names)]
 				cur := newSlice(sn, owner, v)
 				if old := sl[sn]; old != nil {
 					tr.OnEndpointSliceUpdate(old, cur)
@@ -84,13 +86,13 @@ func FuzzChangeTracker(f *testing.F) {
 				}
 				sl[sn] = cur
 			case 4:
-				sn := fmt.Sprintf("%s-%d", n, b.next()%2)
+				sn := fmt.Sprintf("%s-%d", n, b.Next()%2)
 				if old := sl[sn]; old != nil {
 					tr.OnEndpointSliceDelete(old)
 					delete(sl, sn)
 				}
 			case 5:
-				take(b.next()%4 == 0)
+				take(b.Next()%4 == 0)
 			}
 		}
 		take(false)

@@ -7,17 +7,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 func TestTrackerCoalescesChangesPerService(t *testing.T) {
 	notified := 0
 	tr := newChangeTracker(func() { notified++ })
-	a := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	a := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	tr.OnServiceAdd(a)
 	b := a.DeepCopy()
 	b.Spec.Ports[0].Port = 81
 	tr.OnServiceUpdate(a, b)
-	s := slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"})
+	s := testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	tr.OnEndpointSliceAdd(s)
 
 	ins := tr.take(false)
@@ -37,7 +40,7 @@ func TestTrackerCoalescesChangesPerService(t *testing.T) {
 
 func TestTrackerMovesRelabelledSlice(t *testing.T) {
 	tr := newChangeTracker(nil)
-	s := slice("s-1", []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"})
+	s := testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	tr.OnEndpointSliceAdd(s)
 	tr.take(false)
 	moved := s.DeepCopy()
@@ -56,11 +59,11 @@ func TestTrackerMovesRelabelledSlice(t *testing.T) {
 
 func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
 	tr := newChangeTracker(nil)
-	tr.OnServiceAdd(svc("10.96.0.10", port("", v1.ProtocolTCP, 80)))
+	tr.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	for _, n := range []string{"s-b", "s-a", "s-c"} {
-		tr.OnEndpointSliceAdd(slice(n, []discovery.EndpointPort{sport("", v1.ProtocolTCP, 8080)}, ep{ip: "10.244.0.1"}))
+		tr.OnEndpointSliceAdd(testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"}))
 	}
-	other := svc("10.96.0.11", port("", v1.ProtocolTCP, 80))
+	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
 	tr.OnServiceAdd(other)
 
@@ -85,7 +88,7 @@ func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
 // edit to it is a change, an edit to any other annotation is not.
 func TestTrackerSeesSchedulerAnnotationEdits(t *testing.T) {
 	tr := newChangeTracker(nil)
-	a := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	a := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	tr.OnServiceAdd(a)
 	tr.take(false)
 	other := a.DeepCopy()
@@ -95,7 +98,7 @@ func TestTrackerSeesSchedulerAnnotationEdits(t *testing.T) {
 		t.Fatalf("another annotation queued %d changes", n)
 	}
 	sched := other.DeepCopy()
-	sched.Annotations[SchedulerAnnotation] = "lc"
+	sched.Annotations[desired.SchedulerAnnotation] = "lc"
 	tr.OnServiceUpdate(other, sched)
 	if ins := tr.take(false); len(ins) != 1 {
 		t.Fatalf("the scheduler annotation queued %d changes, want 1", len(ins))

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -18,9 +19,9 @@ func TestChangedServicesAreWrittenFirst(t *testing.T) {
 	p, k, _, _ := newTestProxier(t)
 	var ports []v1.ServicePort
 	for i := range 100 {
-		ports = append(ports, port(fmt.Sprint("p", i), v1.ProtocolTCP, int32(1000+i)))
+		ports = append(ports, testobj.Port(fmt.Sprint("p", i), v1.ProtocolTCP, int32(1000+i)))
 	}
-	big := svc("10.96.0.10", ports...)
+	big := testobj.Service("10.96.0.10", ports...)
 	big.Name = "big"
 	p.OnServiceAdd(big)
 	p.OnServicesSynced()
@@ -34,7 +35,7 @@ func TestChangedServicesAreWrittenFirst(t *testing.T) {
 	}
 	k.ipvs.TakeOps()
 
-	small := svc("10.96.0.20", port("", v1.ProtocolTCP, 80))
+	small := testobj.Service("10.96.0.20", testobj.Port("", v1.ProtocolTCP, 80))
 	small.Name = "small"
 	p.OnServiceAdd(small)
 	p.needFull = true // the drift check finds big's virtual servers gone

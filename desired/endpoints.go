@@ -1,4 +1,4 @@
-package proxier
+package desired
 
 import (
 	"fmt"
@@ -93,7 +93,7 @@ func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
 
 // localReady counts the distinct addresses of svc's ready endpoints of one
 // family on this node, over all its ports: what its health check reports.
-func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string, fam ipFamily) int {
+func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string, fam Family) int {
 	var seen []netip.Addr
 	for i := range svc.Spec.Ports {
 		eps, _ := endpointsFor(&svc.Spec.Ports[i], sl, nodeName, fam)
@@ -108,7 +108,7 @@ func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string,
 
 // endpointsFor collects the endpoints of one Service port in one family
 // over all slices, which must be sorted by name.
-func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string, fam ipFamily) ([]endpoint, []string) {
+func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string, fam Family) ([]endpoint, []string) {
 	var problems []string
 	byID := map[netip.AddrPort]*endpoint{}
 	for _, slice := range slices {
@@ -136,8 +136,8 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 				if len(e.Addresses) == 0 {
 					continue
 				}
-				addr, ok := parseAPIAddr(e.Addresses[0])
-				if !ok || !fam.holds(addr) {
+				addr, ok := ParseAddr(e.Addresses[0])
+				if !ok || !fam.Holds(addr) {
 					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not %s; endpoint skipped", slice.Name, e.Addresses[0], fam))
 					continue
 				}
@@ -214,15 +214,6 @@ func byHints(eps []endpoint, nodeName, zone string) []endpoint {
 		return out
 	}
 	return eps
-}
-
-// hintedNode is the node name endpoints' node hints must hold to count:
-// none when the hints are ignored.
-func (c *Config) hintedNode() string {
-	if c.IgnoreNodeHints {
-		return ""
-	}
-	return c.NodeName
 }
 
 // local picks the endpoints on this node.

@@ -1,121 +1,39 @@
-package proxier
+package desired
 
 import (
-	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
-
-func svc(ip string, ports ...v1.ServicePort) *v1.Service {
-	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"},
-		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: ip, Ports: ports}}
-}
-
-func port(name string, proto v1.Protocol, p int32) v1.ServicePort {
-	return v1.ServicePort{Name: name, Protocol: proto, Port: p}
-}
-
-type ep struct {
-	ip                          string
-	ready, serving, terminating *bool
-	node                        string
-	zones, nodes                []string // topology hints
-}
-
-func slice(name string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
-	s := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-		Labels: map[string]string{discovery.LabelServiceName: "s"}}, AddressType: discovery.AddressTypeIPv4, Ports: ports}
-	for _, e := range eps {
-		d := discovery.Endpoint{Addresses: []string{e.ip}, Conditions: discovery.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
-		if e.node != "" {
-			d.NodeName = ptr.To(e.node)
-		}
-		if len(e.zones)+len(e.nodes) > 0 {
-			d.Hints = &discovery.EndpointHints{}
-			for _, z := range e.zones {
-				d.Hints.ForZones = append(d.Hints.ForZones, discovery.ForZone{Name: z})
-			}
-			for _, n := range e.nodes {
-				d.Hints.ForNodes = append(d.Hints.ForNodes, discovery.ForNode{Name: n})
-			}
-		}
-		s.Endpoints = append(s.Endpoints, d)
-	}
-	return s
-}
-
-func sport(name string, proto v1.Protocol, p int32) discovery.EndpointPort {
-	return discovery.EndpointPort{Name: ptr.To(name), Protocol: ptr.To(proto), Port: ptr.To(p)}
-}
-
-var yes, no = ptr.To(true), ptr.To(false)
-
-// render prints a serviceState in a stable, readable form.
-func render(st serviceState) string {
-	var lines []string
-	for _, v := range st.virtualServers {
-		l := fmt.Sprintf("vs %s %s", v.vs.Key, v.vs.Scheduler)
-		if v.vs.Flags != 0 {
-			l += fmt.Sprintf(" flags=%#x timeout=%d", v.vs.Flags, v.vs.Timeout)
-		}
-		lines = append(lines, l)
-		for _, r := range v.real {
-			lines = append(lines, fmt.Sprintf("  rs %s w=%d", r.ID(), r.Weight))
-		}
-	}
-	for _, a := range st.addresses {
-		lines = append(lines, "addr "+a.String())
-	}
-	var entries []string
-	for _, e := range st.entries {
-		entries = append(entries, "set "+e.String())
-	}
-	slices.Sort(entries)
-	if st.noLocalEndpoints {
-		entries = append(entries, "no local endpoints")
-	}
-	if st.noLocalExternal {
-		entries = append(entries, "no local endpoints for external traffic")
-	}
-	for _, e := range st.nodeBlocked {
-		entries = append(entries, "node blocked from "+e.String())
-	}
-	if st.healthCheckPort != 0 {
-		entries = append(entries, fmt.Sprintf("health check on %d: %d local endpoint", st.healthCheckPort, st.localReady))
-	}
-	return strings.Join(append(lines, entries...), "\n")
-}
 
 func TestDesiredState(t *testing.T) {
 	cfg := &Config{NodeName: "me", Scheduler: "rr"}
 	tcp, udp := v1.ProtocolTCP, v1.ProtocolUDP
-	affinity := svc("10.96.0.20", port("", tcp, 80))
+	affinity := testobj.Service("10.96.0.20", testobj.Port("", tcp, 80))
 	affinity.Spec.SessionAffinity = v1.ServiceAffinityClientIP
-	shortAffinity := svc("10.96.0.21", port("", tcp, 80))
+	shortAffinity := testobj.Service("10.96.0.21", testobj.Port("", tcp, 80))
 	shortAffinity.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 	shortAffinity.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
-	external := svc("", port("", tcp, 80))
+	external := testobj.Service("", testobj.Port("", tcp, 80))
 	external.Spec.Type = v1.ServiceTypeExternalName
 	annotated := func(ip, scheduler string) *v1.Service {
-		s := svc(ip, port("", tcp, 80))
+		s := testobj.Service(ip, testobj.Port("", tcp, 80))
 		s.Annotations = map[string]string{SchedulerAnnotation: scheduler}
 		return s
 	}
 	internalLocal := func(ip string) *v1.Service {
-		s := svc(ip, port("", tcp, 80))
+		s := testobj.Service(ip, testobj.Port("", tcp, 80))
 		s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 		return s
 	}
 
 	nodePort := func(ip string, etp v1.ServiceExternalTrafficPolicy, ports ...v1.ServicePort) *v1.Service {
-		s := svc(ip, ports...)
+		s := testobj.Service(ip, ports...)
 		s.Spec.Type, s.Spec.ExternalTrafficPolicy = v1.ServiceTypeNodePort, etp
 		return s
 	}
@@ -125,36 +43,36 @@ func TestDesiredState(t *testing.T) {
 	}
 	cluster, localPolicy := v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal
 	two := []netip.Addr{netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")}
-	nodeIPs, firstIP := nodeAddrs{all: two, nodePort: two, primary: [2]netip.Addr{two[0]}}, nodeAddrs{all: two[:1], nodePort: two[:1], primary: [2]netip.Addr{two[0]}}
+	nodeIPs, firstIP := Node{All: two, NodePort: two, Primary: [2]netip.Addr{two[0]}}, Node{All: two[:1], NodePort: two[:1], Primary: [2]netip.Addr{two[0]}}
 	loadBalancer := func(ip string, etp v1.ServiceExternalTrafficPolicy, ranges []string, ingress ...v1.LoadBalancerIngress) *v1.Service {
-		s := svc(ip, port("", tcp, 80))
+		s := testobj.Service(ip, testobj.Port("", tcp, 80))
 		s.Spec.Type, s.Spec.ExternalTrafficPolicy, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, etp, ranges
 		s.Status.LoadBalancer.Ingress = ingress
 		return s
 	}
-	inZoneA := nodeAddrs{zone: "zone-a"}
+	inZoneA := Node{Zone: "zone-a"}
 	proxyMode, otherMode := v1.LoadBalancerIPModeProxy, v1.LoadBalancerIPMode("Teleport")
-	mixedEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-		ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"})}
-	remoteEndpoints := []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-		ep{ip: "10.244.0.2", ready: yes, node: "other"})}
-	bothLocal := nodePort("10.96.0.54", cluster, withNodePort(port("", tcp, 80), 30054))
+	mixedEndpoints := []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+		testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Node: "me"}, testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"})}
+	remoteEndpoints := []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+		testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"})}
+	bothLocal := nodePort("10.96.0.54", cluster, withNodePort(testobj.Port("", tcp, 80), 30054))
 	bothLocal.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 
 	cases := []struct {
 		name     string
 		svc      *v1.Service
 		slices   []*discovery.EndpointSlice
-		nodeIPs  nodeAddrs
+		nodeIPs  Node
 		want     string
 		problems int
 	}{
 		{
 			name:    "NodePort TCP and UDP: a virtual server per node address, the port in the protocol's bitmap",
-			svc:     nodePort("10.96.0.50", cluster, withNodePort(port("http", tcp, 80), 30080), withNodePort(port("dns", udp, 53), 30053)),
+			svc:     nodePort("10.96.0.50", cluster, withNodePort(testobj.Port("http", tcp, 80), 30080), withNodePort(testobj.Port("dns", udp, 53), 30053)),
 			nodeIPs: nodeIPs,
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("http", tcp, 8080), sport("dns", udp, 5353)},
-				ep{ip: "10.244.0.2", ready: yes, node: "other"})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("http", tcp, 8080), testobj.SlicePort("dns", udp, 5353)},
+				testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"})},
 			want: `vs 10.96.0.50:80/TCP rr
   rs 10.244.0.2:8080 w=1
 vs 10.0.2.15:30080/TCP rr
@@ -176,7 +94,7 @@ set KUBE-NODE-PORT-UDP 30053`,
 		},
 		{
 			name:    "NodePort SCTP: hash:ip,port entries, one per node address",
-			svc:     nodePort("10.96.0.51", cluster, withNodePort(port("", v1.ProtocolSCTP, 9), 30009)),
+			svc:     nodePort("10.96.0.51", cluster, withNodePort(testobj.Port("", v1.ProtocolSCTP, 9), 30009)),
 			nodeIPs: nodeIPs,
 			want: `vs 10.96.0.51:9/SCTP rr
 vs 10.0.2.15:30009/SCTP rr
@@ -189,7 +107,7 @@ set KUBE-NODE-PORT-SCTP-HASH 192.168.7.1,sctp:30009`,
 		},
 		{
 			name:    "externalTrafficPolicy Local: node ports get local endpoints and the LOCAL set, the cluster IP all",
-			svc:     nodePort("10.96.0.52", localPolicy, withNodePort(port("", tcp, 80), 30052)),
+			svc:     nodePort("10.96.0.52", localPolicy, withNodePort(testobj.Port("", tcp, 80), 30052)),
 			nodeIPs: firstIP,
 			slices:  mixedEndpoints,
 			want: `vs 10.96.0.52:80/TCP rr
@@ -206,7 +124,7 @@ set KUBE-NODE-PORT-TCP 30052`,
 		},
 		{
 			name:    "externalTrafficPolicy Local without local endpoints: node ports fall back to the cluster's, as upstream's IPVS mode",
-			svc:     nodePort("10.96.0.53", localPolicy, withNodePort(port("", tcp, 80), 30053)),
+			svc:     nodePort("10.96.0.53", localPolicy, withNodePort(testobj.Port("", tcp, 80), 30053)),
 			nodeIPs: firstIP,
 			slices:  remoteEndpoints,
 			want: `vs 10.96.0.53:80/TCP rr
@@ -238,7 +156,7 @@ no local endpoints`,
 		{
 			name: "external IPs: a virtual server each, bound unless the node has the address, bad ones skipped",
 			svc: func() *v1.Service {
-				s := svc("10.96.0.60", port("", tcp, 80))
+				s := testobj.Service("10.96.0.60", testobj.Port("", tcp, 80))
 				s.Spec.ExternalIPs = []string{"203.0.113.7", "10.0.2.15", "fd00::7", "bogus", "203.0.113.7"}
 				return s
 			}(),
@@ -262,7 +180,7 @@ set KUBE-IPVS-IPS 203.0.113.7`,
 		{
 			name: "external IP with externalTrafficPolicy Local: this node's endpoints, the LOCAL set",
 			svc: func() *v1.Service {
-				s := svc("10.96.0.61", port("", tcp, 80))
+				s := testobj.Service("10.96.0.61", testobj.Port("", tcp, 80))
 				s.Spec.ExternalIPs = []string{"203.0.113.8"}
 				s.Spec.ExternalTrafficPolicy = localPolicy
 				return s
@@ -336,11 +254,11 @@ health check on 30271: 1 local endpoint`,
 		},
 		{
 			name:    "zone hints for every ready endpoint, some for this node's zone: those alone",
-			svc:     svc("10.96.0.80", port("", tcp, 80)),
+			svc:     testobj.Service("10.96.0.80", testobj.Port("", tcp, 80)),
 			nodeIPs: inZoneA,
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.1", ready: yes, zones: []string{"zone-a"}}, ep{ip: "10.244.0.2", ready: yes, zones: []string{"zone-b"}},
-				ep{ip: "10.244.0.3", ready: yes, zones: []string{"zone-b", "zone-a"}}, ep{ip: "10.244.0.4", ready: no})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Zones: []string{"zone-a"}}, testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Zones: []string{"zone-b"}},
+				testobj.EP{IP: "10.244.0.3", Ready: testobj.Yes, Zones: []string{"zone-b", "zone-a"}}, testobj.EP{IP: "10.244.0.4", Ready: testobj.No})},
 			want: `vs 10.96.0.80:80/TCP rr
   rs 10.244.0.1:8080 w=1
   rs 10.244.0.3:8080 w=1
@@ -350,10 +268,10 @@ set KUBE-IPVS-IPS 10.96.0.80`,
 		},
 		{
 			name:    "zone hints missing on one ready endpoint: all endpoints",
-			svc:     svc("10.96.0.81", port("", tcp, 80)),
+			svc:     testobj.Service("10.96.0.81", testobj.Port("", tcp, 80)),
 			nodeIPs: inZoneA,
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.1", ready: yes, zones: []string{"zone-a"}}, ep{ip: "10.244.0.2", ready: yes})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Zones: []string{"zone-a"}}, testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes})},
 			want: `vs 10.96.0.81:80/TCP rr
   rs 10.244.0.1:8080 w=1
   rs 10.244.0.2:8080 w=1
@@ -363,10 +281,10 @@ set KUBE-IPVS-IPS 10.96.0.81`,
 		},
 		{
 			name:    "zone hints, none for this node's zone (or a node without one): all endpoints",
-			svc:     svc("10.96.0.82", port("", tcp, 80)),
+			svc:     testobj.Service("10.96.0.82", testobj.Port("", tcp, 80)),
 			nodeIPs: inZoneA,
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.1", ready: yes, zones: []string{"zone-b"}}, ep{ip: "10.244.0.2", ready: yes, zones: []string{"zone-c"}})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Zones: []string{"zone-b"}}, testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Zones: []string{"zone-c"}})},
 			want: `vs 10.96.0.82:80/TCP rr
   rs 10.244.0.1:8080 w=1
   rs 10.244.0.2:8080 w=1
@@ -376,11 +294,11 @@ set KUBE-IPVS-IPS 10.96.0.82`,
 		},
 		{
 			name:    "node hints for every ready endpoint, some for this node: those, before the zone's",
-			svc:     svc("10.96.0.83", port("", tcp, 80)),
+			svc:     testobj.Service("10.96.0.83", testobj.Port("", tcp, 80)),
 			nodeIPs: inZoneA,
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.1", ready: yes, node: "me", zones: []string{"zone-a"}, nodes: []string{"me"}},
-				ep{ip: "10.244.0.2", ready: yes, zones: []string{"zone-a"}, nodes: []string{"other"}})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Node: "me", Zones: []string{"zone-a"}, Nodes: []string{"me"}},
+				testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Zones: []string{"zone-a"}, Nodes: []string{"other"}})},
 			want: `vs 10.96.0.83:80/TCP rr
   rs 10.244.0.1:8080 w=1
 addr 10.96.0.83
@@ -390,7 +308,7 @@ set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1`,
 		},
 		{
 			name: "NodePort without node addresses: the cluster IP alone",
-			svc:  nodePort("10.96.0.55", cluster, withNodePort(port("", tcp, 80), 30055)),
+			svc:  nodePort("10.96.0.55", cluster, withNodePort(testobj.Port("", tcp, 80), 30055)),
 			want: `vs 10.96.0.55:80/TCP rr
 addr 10.96.0.55
 set KUBE-CLUSTER-IP 10.96.0.55,tcp:80
@@ -398,7 +316,7 @@ set KUBE-IPVS-IPS 10.96.0.55`,
 		},
 		{
 			name:     "invalid nodePort: skipped with a problem, the cluster IP kept",
-			svc:      nodePort("10.96.0.56", cluster, withNodePort(port("", tcp, 80), 70000)),
+			svc:      nodePort("10.96.0.56", cluster, withNodePort(testobj.Port("", tcp, 80), 70000)),
 			nodeIPs:  nodeIPs,
 			problems: 1,
 			want: `vs 10.96.0.56:80/TCP rr
@@ -408,9 +326,9 @@ set KUBE-IPVS-IPS 10.96.0.56`,
 		},
 		{
 			name: "ready endpoints on two ports, local ones hairpinned",
-			svc:  svc("10.96.0.10", port("http", tcp, 80), port("dns", udp, 53)),
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("http", tcp, 8080), sport("dns", udp, 5353)},
-				ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"})},
+			svc:  testobj.Service("10.96.0.10", testobj.Port("http", tcp, 80), testobj.Port("dns", udp, 53)),
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("http", tcp, 8080), testobj.SlicePort("dns", udp, 5353)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Node: "me"}, testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"})},
 			want: `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.1:8080 w=1
   rs 10.244.0.2:8080 w=1
@@ -426,12 +344,12 @@ set KUBE-LOOP-BACK 10.244.0.1,udp:5353,10.244.0.1`,
 		},
 		{
 			name: "not ready skipped, nil conditions ready, first listing wins unless a later one is local, unmatched port ignored",
-			svc:  svc("10.96.0.10", port("http", tcp, 80)),
+			svc:  testobj.Service("10.96.0.10", testobj.Port("http", tcp, 80)),
 			slices: []*discovery.EndpointSlice{
-				slice("a", []discovery.EndpointPort{sport("http", tcp, 8080), sport("other", tcp, 9999)},
-					ep{ip: "10.244.0.1"}, ep{ip: "10.244.0.2", ready: no}, ep{ip: "10.244.0.3", ready: no}, ep{ip: "10.244.0.4", ready: no}),
-				slice("b", []discovery.EndpointPort{sport("http", tcp, 8080)},
-					ep{ip: "10.244.0.1", ready: no}, ep{ip: "10.244.0.3", ready: yes}, ep{ip: "10.244.0.4", ready: yes, node: "me"}),
+				testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("http", tcp, 8080), testobj.SlicePort("other", tcp, 9999)},
+					testobj.EP{IP: "10.244.0.1"}, testobj.EP{IP: "10.244.0.2", Ready: testobj.No}, testobj.EP{IP: "10.244.0.3", Ready: testobj.No}, testobj.EP{IP: "10.244.0.4", Ready: testobj.No}),
+				testobj.Slice("b", []discovery.EndpointPort{testobj.SlicePort("http", tcp, 8080)},
+					testobj.EP{IP: "10.244.0.1", Ready: testobj.No}, testobj.EP{IP: "10.244.0.3", Ready: testobj.Yes}, testobj.EP{IP: "10.244.0.4", Ready: testobj.Yes, Node: "me"}),
 			},
 			want: `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.1:8080 w=1
@@ -443,10 +361,10 @@ set KUBE-LOOP-BACK 10.244.0.4,tcp:8080,10.244.0.4`,
 		},
 		{
 			name: "only terminating endpoints: serving ones are the fallback",
-			svc:  svc("10.96.0.10", port("", tcp, 80)),
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.1", ready: no, serving: yes, terminating: yes},
-				ep{ip: "10.244.0.2", ready: no, serving: no, terminating: yes})},
+			svc:  testobj.Service("10.96.0.10", testobj.Port("", tcp, 80)),
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.No, Serving: testobj.Yes, Terminating: testobj.Yes},
+				testobj.EP{IP: "10.244.0.2", Ready: testobj.No, Serving: testobj.No, Terminating: testobj.Yes})},
 			want: `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.1:8080 w=1
 addr 10.96.0.10
@@ -472,9 +390,9 @@ set KUBE-IPVS-IPS 10.96.0.21`,
 		{
 			name: "internalTrafficPolicy Local: only this node's ready endpoints",
 			svc:  internalLocal("10.96.0.30"),
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.1", ready: yes, node: "me"}, ep{ip: "10.244.0.2", ready: yes, node: "other"},
-				ep{ip: "10.244.0.3", ready: no, serving: yes, terminating: yes, node: "me"})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.1", Ready: testobj.Yes, Node: "me"}, testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"},
+				testobj.EP{IP: "10.244.0.3", Ready: testobj.No, Serving: testobj.Yes, Terminating: testobj.Yes, Node: "me"})},
 			want: `vs 10.96.0.30:80/TCP rr
   rs 10.244.0.1:8080 w=1
 addr 10.96.0.30
@@ -486,9 +404,9 @@ set KUBE-LOOP-BACK 10.244.0.3,tcp:8080,10.244.0.3`,
 		{
 			name: "internalTrafficPolicy Local: a local terminating endpoint serves when no local one is ready, even with remote ready ones",
 			svc:  internalLocal("10.96.0.31"),
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.2", ready: yes, node: "other"},
-				ep{ip: "10.244.0.3", ready: no, serving: yes, terminating: yes, node: "me"})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"},
+				testobj.EP{IP: "10.244.0.3", Ready: testobj.No, Serving: testobj.Yes, Terminating: testobj.Yes, Node: "me"})},
 			want: `vs 10.96.0.31:80/TCP rr
   rs 10.244.0.3:8080 w=1
 addr 10.96.0.31
@@ -499,8 +417,8 @@ set KUBE-LOOP-BACK 10.244.0.3,tcp:8080,10.244.0.3`,
 		{
 			name: "internalTrafficPolicy Local without local endpoints: no real server, traffic dropped",
 			svc:  internalLocal("10.96.0.32"),
-			slices: []*discovery.EndpointSlice{slice("a", []discovery.EndpointPort{sport("", tcp, 8080)},
-				ep{ip: "10.244.0.2", ready: yes, node: "other"})},
+			slices: []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)},
+				testobj.EP{IP: "10.244.0.2", Ready: testobj.Yes, Node: "other"})},
 			want: `vs 10.96.0.32:80/TCP rr
 addr 10.96.0.32
 set KUBE-CLUSTER-IP 10.96.0.32,tcp:80
@@ -524,13 +442,13 @@ addr 10.96.0.41
 set KUBE-CLUSTER-IP 10.96.0.41,tcp:80
 set KUBE-IPVS-IPS 10.96.0.41`,
 		},
-		{name: "headless programs nothing", svc: svc("None", port("", tcp, 80))},
+		{name: "headless programs nothing", svc: testobj.Service("None", testobj.Port("", tcp, 80))},
 		{name: "ExternalName programs nothing", svc: external},
 		{name: "deleted service programs nothing"},
-		{name: "IPv6 cluster IP skipped with a problem", svc: svc("fd00::10", port("", tcp, 80)), problems: 1},
+		{name: "IPv6 cluster IP skipped with a problem", svc: testobj.Service("fd00::10", testobj.Port("", tcp, 80)), problems: 1},
 		{
 			name: "bad ports skipped, good one kept",
-			svc:  svc("10.96.0.10", port("a", tcp, 0), port("b", "ICMP", 80), port("c", udp, 53)),
+			svc:  testobj.Service("10.96.0.10", testobj.Port("a", tcp, 0), testobj.Port("b", "ICMP", 80), testobj.Port("c", udp, 53)),
 			want: `vs 10.96.0.10:53/UDP rr
 addr 10.96.0.10
 set KUBE-CLUSTER-IP 10.96.0.10,udp:53
@@ -539,14 +457,14 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 		},
 		{
 			name: "wrong-family and IPv6 slices ignored",
-			svc:  svc("10.96.0.10", port("", tcp, 80)),
+			svc:  testobj.Service("10.96.0.10", testobj.Port("", tcp, 80)),
 			slices: []*discovery.EndpointSlice{
 				func() *discovery.EndpointSlice {
-					s := slice("v6", []discovery.EndpointPort{sport("", tcp, 8080)}, ep{ip: "fd00::1"})
+					s := testobj.Slice("v6", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)}, testobj.EP{IP: "fd00::1"})
 					s.AddressType = discovery.AddressTypeIPv6
 					return s
 				}(),
-				slice("v4", []discovery.EndpointPort{sport("", tcp, 8080)}, ep{ip: "fd00::2"}, ep{ip: "10.244.0.9"}),
+				testobj.Slice("v4", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)}, testobj.EP{IP: "fd00::2"}, testobj.EP{IP: "10.244.0.9"}),
 			},
 			want: `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.9:8080 w=1
@@ -558,8 +476,8 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, problems := desiredState(c.svc, c.slices, cfg, c.nodeIPs)
-			if got := render(st); got != c.want {
+			st, problems := Compute(c.svc, c.slices, cfg, c.nodeIPs)
+			if got := st.String(); got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
 			if len(problems) != c.problems {
@@ -570,17 +488,17 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 }
 
 func TestDesiredStateMaglevFlags(t *testing.T) {
-	byAnnotation := svc("10.96.0.10", port("", v1.ProtocolTCP, 80))
+	byAnnotation := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	byAnnotation.Annotations = map[string]string{SchedulerAnnotation: "mh"}
 	for name, c := range map[string]struct {
 		svc *v1.Service
 		cfg *Config
 	}{
-		"--ipvs-scheduler": {svc("10.96.0.10", port("", v1.ProtocolTCP, 80)), &Config{Scheduler: "mh"}},
+		"--ipvs-scheduler": {testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)), &Config{Scheduler: "mh"}},
 		"annotation":       {byAnnotation, &Config{Scheduler: "rr"}},
 	} {
-		st, _ := desiredState(c.svc, nil, c.cfg, nodeAddrs{})
-		vs := st.virtualServers[0].vs
+		st, _ := Compute(c.svc, nil, c.cfg, Node{})
+		vs := st.VirtualServers[0].Virtual
 		if vs.Scheduler != "mh" || vs.Flags != 0x10 {
 			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)
 		}

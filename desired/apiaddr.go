@@ -1,4 +1,4 @@
-package proxier
+package desired
 
 import (
 	"net/netip"
@@ -13,9 +13,9 @@ import (
 // accept exactly what the sloppy parsers accept and mean the same by it.
 // The common, canonical form takes netip's allocation-free path.
 
-// parseAPIAddr parses an API object's IP address, IPv4-mapped IPv6 read as
+// ParseAddr parses an API object's IP address, IPv4-mapped IPv6 read as
 // IPv4 (as upstream's family checks do).
-func parseAPIAddr(s string) (netip.Addr, bool) {
+func ParseAddr(s string) (netip.Addr, bool) {
 	// netip also takes an IPv6 zone ("fe80::1%eth0"), which upstream does not.
 	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
 		return a.Unmap(), true
@@ -24,9 +24,9 @@ func parseAPIAddr(s string) (netip.Addr, bool) {
 	return a.Unmap(), ok
 }
 
-// parseAPIPrefix parses an API object's CIDR, masked as upstream masks it.
+// ParsePrefix parses an API object's CIDR, masked as upstream masks it.
 // An IPv4-mapped IPv6 prefix stays one: its length counts 128 bits.
-func parseAPIPrefix(s string) (netip.Prefix, bool) {
+func ParsePrefix(s string) (netip.Prefix, bool) {
 	if p, err := netip.ParsePrefix(s); err == nil {
 		return p.Masked(), true
 	}

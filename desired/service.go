@@ -1,4 +1,4 @@
-package proxier
+package desired
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
@@ -17,44 +16,82 @@ import (
 // defaultStickyTimeout is the ClientIP affinity timeout when the Service sets none.
 const defaultStickyTimeout = 10800
 
-// serviceState is the kernel state one Service asks for. It is plain data,
+// State is the kernel state one Service asks for. It is plain data,
 // computed from API objects alone, so it can be compared and tested directly.
-type serviceState struct {
-	virtualServers []virtualServerState
-	addresses      []netip.Addr // bound to the dummy link
-	entries        []setEntry
-	// noLocalEndpoints and noLocalExternal say that internalTrafficPolicy
+type State struct {
+	VirtualServers []VirtualServer
+	Addresses      []netip.Addr // bound to the dummy link
+	Entries        []SetEntry
+	// NoLocalEndpoints and NoLocalExternal say that internalTrafficPolicy
 	// or externalTrafficPolicy Local finds a port whose usable endpoints
 	// are all on other nodes.
-	noLocalEndpoints, noLocalExternal bool
-	// nodeBlocked are the load-balancer VIP:ports whose source ranges
+	NoLocalEndpoints, NoLocalExternal bool
+	// NodeBlocked are the load-balancer VIP:ports whose source ranges
 	// leave out the node's own address: the node may not reach them.
-	nodeBlocked []ipset.Entry
-	// healthCheckPort, for a LoadBalancer with externalTrafficPolicy
+	NodeBlocked []ipset.Entry
+	// HealthCheckPort, for a LoadBalancer with externalTrafficPolicy
 	// Local, serves the count of its ready endpoints on this node,
 	// localReady.
-	healthCheckPort uint16
-	localReady      int
+	HealthCheckPort uint16
+	LocalReady      int
 }
 
-type virtualServerState struct {
-	vs   ipvs.VirtualServer
-	real []ipvs.RealServer
-	via  claimKind // how the Service wants it, should another want it too
+// String prints the state in a stable, readable form: virtual servers
+// with their real servers, bound addresses, then sorted set entries and
+// the facts for health checks and Events.
+func (st State) String() string {
+	var lines []string
+	for _, v := range st.VirtualServers {
+		l := fmt.Sprintf("vs %s %s", v.Virtual.Key, v.Virtual.Scheduler)
+		if v.Virtual.Flags != 0 {
+			l += fmt.Sprintf(" flags=%#x timeout=%d", v.Virtual.Flags, v.Virtual.Timeout)
+		}
+		lines = append(lines, l)
+		for _, r := range v.Reals {
+			lines = append(lines, fmt.Sprintf("  rs %s w=%d", r.ID(), r.Weight))
+		}
+	}
+	for _, a := range st.Addresses {
+		lines = append(lines, "addr "+a.String())
+	}
+	var entries []string
+	for _, e := range st.Entries {
+		entries = append(entries, "set "+e.String())
+	}
+	slices.Sort(entries)
+	if st.NoLocalEndpoints {
+		entries = append(entries, "no local endpoints")
+	}
+	if st.NoLocalExternal {
+		entries = append(entries, "no local endpoints for external traffic")
+	}
+	for _, e := range st.NodeBlocked {
+		entries = append(entries, "node blocked from "+e.String())
+	}
+	if st.HealthCheckPort != 0 {
+		entries = append(entries, fmt.Sprintf("health check on %d: %d local endpoint", st.HealthCheckPort, st.LocalReady))
+	}
+	return strings.Join(append(lines, entries...), "\n")
 }
 
-type setEntry struct {
-	set   string
-	entry ipset.Entry
+type VirtualServer struct {
+	Virtual ipvs.VirtualServer
+	Reals   []ipvs.RealServer
+	Via     Via // how the Service wants it, should another want it too
 }
 
-func (e setEntry) String() string { return e.set + " " + e.entry.String() }
+type SetEntry struct {
+	Set   string
+	Entry ipset.Entry
+}
 
-// desiredState computes what svc needs in the kernel given its slices and
+func (e SetEntry) String() string { return e.Set + " " + e.Entry.String() }
+
+// Compute is what svc needs in the kernel given its slices and
 // the node's addresses. The second result lists what was skipped and why
 // (bad input never stops the rest of the Service from being programmed).
-func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, node nodeAddrs) (serviceState, []string) {
-	var st serviceState
+func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, node Node) (State, []string) {
+	var st State
 	if svc == nil || !programsClusterIP(svc) {
 		return st, nil
 	}
@@ -80,9 +117,9 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 	problems = append(problems, familiesLacking(clusterIPs, "load-balancer ingress IP", lbIPs)...)
 	fams := make([]familyInputs, len(clusterIPs))
 	for i, ip := range clusterIPs {
-		fam := familyOf(ip)
+		fam := FamilyOf(ip)
 		fams[i] = familyInputs{fam: fam, clusterIP: ip, external: ofFamily(fam, externalIPs), lb: ofFamily(fam, lbIPs),
-			ranges: restricting(ofFamily(fam, sourceRanges)), nodePort: ofFamily(fam, node.nodePort)}
+			ranges: restricting(ofFamily(fam, sourceRanges)), nodePort: ofFamily(fam, node.NodePort)}
 	}
 	var scheduled bool
 	for i := range svc.Spec.Ports {
@@ -108,26 +145,26 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		for _, f := range fams {
 			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, f.fam)
 			problems = append(problems, epProblems...)
-			choice := categorize(eps, policy, cfg.hintedNode(), node.zone)
-			p := portState{serviceState: &st, fam: f.fam, scheduler: scheduler, sticky: sticky, proto: proto,
+			choice := categorize(eps, policy, cfg.hintedNode(), node.Zone)
+			p := portState{State: &st, fam: f.fam, scheduler: scheduler, sticky: sticky, proto: proto,
 				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 
 			internal, noLocal := choice.pick(policy.internalLocal)
-			st.noLocalEndpoints = st.noLocalEndpoints || noLocal
+			st.NoLocalEndpoints = st.NoLocalEndpoints || noLocal
 			p.clusterIP(f.clusterIP, internal, eps)
 			scheduled = true
 
 			external, noLocal := choice.pick(policy.externalLocal)
 			if len(f.external)+len(f.lb) > 0 {
-				st.noLocalExternal = st.noLocalExternal || noLocal
+				st.NoLocalExternal = st.NoLocalExternal || noLocal
 			}
 			p.externalIPs(f.external, external, policy.externalLocal)
-			p.loadBalancers(f.lb, external, policy.externalLocal, f.ranges, node.primary[f.fam])
+			p.loadBalancers(f.lb, external, policy.externalLocal, f.ranges, node.Primary[f.fam])
 
 			if sp.NodePort == 0 || !nodePortOK || len(f.nodePort) == 0 {
 				continue
 			}
-			st.noLocalExternal = st.noLocalExternal || noLocal
+			st.NoLocalExternal = st.NoLocalExternal || noLocal
 			p.nodePorts(f.nodePort, uint16(sp.NodePort), external, policy.externalLocal)
 		}
 	}
@@ -135,52 +172,32 @@ func desiredState(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Confi
 		if hc := svc.Spec.HealthCheckNodePort; hc <= 0 || hc > 65535 {
 			problems = append(problems, fmt.Sprintf("healthCheckNodePort %d is not a port; no health check served", hc))
 		} else {
-			st.healthCheckPort = uint16(hc)
+			st.HealthCheckPort = uint16(hc)
 			// The Service's first family counts its pods, as one family's
 			// endpoints are each pod once.
-			st.localReady = localReady(svc, slices, cfg.NodeName, fams[0].fam)
+			st.LocalReady = localReady(svc, slices, cfg.NodeName, fams[0].fam)
 			for _, f := range fams {
-				st.entries = append(st.entries, setEntry{f.fam.set(setHealthCheckNodePort), ipset.Entry{Port: st.healthCheckPort}})
+				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetHealthCheckNodePort), ipset.Entry{Port: st.HealthCheckPort}})
 			}
 		}
 	}
 	if scheduled {
 		for _, f := range fams {
 			bound := boundAddresses(f.clusterIP, append(append([]netip.Addr(nil), f.external...), f.lb...), node)
-			st.addresses = append(st.addresses, bound...)
+			st.Addresses = append(st.Addresses, bound...)
 			for _, a := range bound {
-				st.entries = append(st.entries, setEntry{f.fam.set(setIPVSIPs), ipset.Entry{IP: a}})
+				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetIPVSIPs), ipset.Entry{IP: a}})
 			}
 		}
 	}
 	return st, problems
 }
 
-// stateOf is desiredState for a sync. A panic there, a bug some input
-// reaches, skips that Service as bad input, reported like any other, while
-// the rest is programmed: unrecovered, one object would crash-loop the
-// proxier on every node. The stack is logged once per distinct panic.
-func (p *Proxier) stateOf(in serviceInput) (st serviceState, problems []string) {
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		msg := fmt.Sprintf("internal error computing its kernel state (%.200v); service not programmed", r)
-		if p.problems[in.name] != msg {
-			p.log.Error("panic computing a service's kernel state; service skipped",
-				zap.Stringer("service", in.name), zap.Any("panic", r), zap.Stack("stack"))
-		}
-		st, problems = serviceState{}, []string{msg}
-	}()
-	return desiredState(in.service, in.slices, &p.cfg, p.nodeIPs.current)
-}
-
 // familyInputs are a Service's inputs of one family: its cluster IP of that
 // family, and the external and ingress IPs, source ranges and NodePort
 // addresses of the same family.
 type familyInputs struct {
-	fam          ipFamily
+	fam          Family
 	clusterIP    netip.Addr
 	external, lb []netip.Addr
 	ranges       []netip.Prefix
@@ -198,15 +215,15 @@ func clusterIPsOf(svc *v1.Service, ipv6Capable bool) ([]netip.Addr, []string) {
 	var out []netip.Addr
 	var problems []string
 	for _, s := range listed {
-		ip, ok := parseAPIAddr(s)
+		ip, ok := ParseAddr(s)
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("cluster IP %q is not an IP address; skipped", s))
-		case familyOf(ip) == ipv6 && !ipv6Capable:
+		case FamilyOf(ip) == IPv6 && !ipv6Capable:
 			problems = append(problems, fmt.Sprintf("cluster IP %s is IPv6, which this node does not have; skipped", s))
-		case slices.ContainsFunc(out, familyOf(ip).holds):
+		case slices.ContainsFunc(out, FamilyOf(ip).Holds):
 			// The apiserver allows one per family; upstream takes the first.
-			problems = append(problems, fmt.Sprintf("cluster IP %s is a second %s one; skipped", s, familyOf(ip)))
+			problems = append(problems, fmt.Sprintf("cluster IP %s is a second %s one; skipped", s, FamilyOf(ip)))
 		default:
 			out = append(out, ip)
 		}
@@ -219,15 +236,15 @@ func clusterIPsOf(svc *v1.Service, ipv6Capable bool) ([]netip.Addr, []string) {
 func familiesLacking(clusterIPs []netip.Addr, what string, addrs []netip.Addr) []string {
 	var problems []string
 	for _, a := range addrs {
-		if !slices.ContainsFunc(clusterIPs, func(c netip.Addr) bool { return familyOf(c) == familyOf(a) }) {
-			problems = append(problems, fmt.Sprintf("%s %s is %s, a family the Service has no cluster IP of; skipped", what, a, familyOf(a)))
+		if !slices.ContainsFunc(clusterIPs, func(c netip.Addr) bool { return FamilyOf(c) == FamilyOf(a) }) {
+			problems = append(problems, fmt.Sprintf("%s %s is %s, a family the Service has no cluster IP of; skipped", what, a, FamilyOf(a)))
 		}
 	}
 	return problems
 }
 
 // ofFamily picks the addresses or prefixes of one family.
-func ofFamily[T interface{ netip.Addr | netip.Prefix }](f ipFamily, in []T) []T {
+func ofFamily[T interface{ netip.Addr | netip.Prefix }](f Family, in []T) []T {
 	var out []T
 	for _, x := range in {
 		var a netip.Addr
@@ -237,17 +254,17 @@ func ofFamily[T interface{ netip.Addr | netip.Prefix }](f ipFamily, in []T) []T 
 		case netip.Prefix:
 			a = v.Addr()
 		}
-		if f.holds(a) {
+		if f.Holds(a) {
 			out = append(out, x)
 		}
 	}
 	return out
 }
 
-// portState adds one Service port's kernel objects to its serviceState.
+// portState adds one Service port's kernel objects to its State.
 type portState struct {
-	*serviceState
-	fam       ipFamily
+	*State
+	fam       Family
 	scheduler string
 	sticky    uint32 // the ClientIP affinity timeout, 0 for none
 	proto     ipvs.Protocol
@@ -256,7 +273,7 @@ type portState struct {
 }
 
 // virtualServer adds a virtual server on addr:port with eps as real servers.
-func (p portState) virtualServer(via claimKind, addr netip.Addr, port uint16, eps []endpoint) {
+func (p portState) virtualServer(via Via, addr netip.Addr, port uint16, eps []endpoint) {
 	vs := ipvs.VirtualServer{
 		Key:       ipvs.Key{Address: addr, Protocol: p.proto, Port: port},
 		Scheduler: p.scheduler,
@@ -269,16 +286,16 @@ func (p portState) virtualServer(via claimKind, addr netip.Addr, port uint16, ep
 		vs.Timeout = p.sticky
 	}
 	// Sized exactly: the reconciler keeps it for the Service's lifetime.
-	vss := virtualServerState{vs: vs, real: make([]ipvs.RealServer, 0, len(eps)), via: via}
+	vss := VirtualServer{Virtual: vs, Reals: make([]ipvs.RealServer, 0, len(eps)), Via: via}
 	for _, ep := range eps {
-		vss.real = append(vss.real, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
+		vss.Reals = append(vss.Reals, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
 	}
-	p.virtualServers = append(p.virtualServers, vss)
+	p.VirtualServers = append(p.VirtualServers, vss)
 }
 
 // entry adds e to the set upstream names set for IPv4, or to its IPv6 twin.
 func (p portState) entry(set string, e ipset.Entry) {
-	p.entries = append(p.entries, setEntry{p.fam.set(set), e})
+	p.Entries = append(p.Entries, SetEntry{p.fam.SetName(set), e})
 }
 
 // vip is the entry naming addr and this port.
@@ -289,11 +306,11 @@ func (p portState) vip(addr netip.Addr) ipset.Entry {
 // clusterIP adds the cluster IP's virtual server and entries, and the
 // hairpin entries of the endpoints on this node.
 func (p portState) clusterIP(ip netip.Addr, real, all []endpoint) {
-	p.virtualServer(viaClusterIP, ip, p.port, real)
-	p.entry(setClusterIP, p.vip(ip))
+	p.virtualServer(ViaClusterIP, ip, p.port, real)
+	p.entry(SetClusterIP, p.vip(ip))
 	for _, ep := range all {
 		if ep.local {
-			p.entry(setLoopBack, ipset.Entry{IP: ep.addr, Protocol: p.lower, Port: ep.port, IP2: ep.addr})
+			p.entry(SetLoopBack, ipset.Entry{IP: ep.addr, Protocol: p.lower, Port: ep.port, IP2: ep.addr})
 		}
 	}
 }
@@ -301,12 +318,12 @@ func (p portState) clusterIP(ip netip.Addr, real, all []endpoint) {
 // externalIPs adds a virtual server per external IP: traffic from outside
 // to an address the node takes as its own.
 func (p portState) externalIPs(ips []netip.Addr, real []endpoint, local bool) {
-	set := setExternalIP
+	set := SetExternalIP
 	if local {
-		set = setExternalIPLocal
+		set = SetExternalIPLocal
 	}
 	for _, ip := range ips {
-		p.virtualServer(viaExternalIP, ip, p.port, real)
+		p.virtualServer(ViaExternalIP, ip, p.port, real)
 		p.entry(set, p.vip(ip))
 	}
 }
@@ -316,26 +333,26 @@ func (p portState) externalIPs(ips []netip.Addr, real []endpoint, local bool) {
 // if a range holds its primary address, and is blocked otherwise.
 func (p portState) loadBalancers(ips []netip.Addr, real []endpoint, local bool, ranges []netip.Prefix, primary netip.Addr) {
 	for _, ip := range ips {
-		p.virtualServer(viaLoadBalancer, ip, p.port, real)
+		p.virtualServer(ViaLoadBalancer, ip, p.port, real)
 		e := p.vip(ip)
-		p.entry(setLoadBalancer, e)
+		p.entry(SetLoadBalancer, e)
 		if local {
-			p.entry(setLoadBalancerLocal, e)
+			p.entry(SetLoadBalancerLocal, e)
 		}
 		if len(ranges) == 0 {
 			continue
 		}
-		p.entry(setLoadBalancerFW, e)
+		p.entry(SetLoadBalancerFW, e)
 		fromNode := false
 		for _, cidr := range ranges {
-			p.entry(setLoadBalancerSourceNet, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, Net: cidr})
+			p.entry(SetLoadBalancerSourceNet, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, Net: cidr})
 			fromNode = fromNode || cidr.Contains(primary)
 		}
 		if fromNode {
 			// The node reaches the VIP from the VIP itself (bound here).
-			p.entry(setLoadBalancerSourceIP, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, IP2: ip})
+			p.entry(SetLoadBalancerSourceIP, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, IP2: ip})
 		} else {
-			p.nodeBlocked = append(p.nodeBlocked, e)
+			p.NodeBlocked = append(p.NodeBlocked, e)
 		}
 	}
 }
@@ -351,7 +368,7 @@ func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint,
 		}
 	}
 	for _, ip := range ips {
-		p.virtualServer(viaNodePort, ip, nodePort, real)
+		p.virtualServer(ViaNodePort, ip, nodePort, real)
 		if p.proto == ipvs.SCTP {
 			add(ipset.Entry{IP: ip, Protocol: p.lower, Port: nodePort})
 		}
@@ -363,10 +380,10 @@ func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint,
 
 // boundAddresses are the Service's addresses bound to kube-ipvs0: its
 // cluster IP, and its external IPs that are not the node's already.
-func boundAddresses(clusterIP netip.Addr, externalIPs []netip.Addr, node nodeAddrs) []netip.Addr {
+func boundAddresses(clusterIP netip.Addr, externalIPs []netip.Addr, node Node) []netip.Addr {
 	out := []netip.Addr{clusterIP}
 	for _, ip := range externalIPs {
-		if !node.has(ip) && !slices.Contains(out, ip) {
+		if !node.Has(ip) && !slices.Contains(out, ip) {
 			out = append(out, ip)
 		}
 	}
@@ -389,7 +406,7 @@ func loadBalancerIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 			}
 			continue // Proxy: the load balancer sends traffic to the node, not to the VIP
 		}
-		ip, ok := parseAPIAddr(ing.IP)
+		ip, ok := ParseAddr(ing.IP)
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("load-balancer ingress IP %q is not an IP address; skipped", ing.IP))
@@ -406,7 +423,7 @@ func sourceRangesOf(svc *v1.Service) ([]netip.Prefix, []string) {
 	var out []netip.Prefix
 	var problems []string
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
-		p, ok := parseAPIPrefix(strings.TrimSpace(s))
+		p, ok := ParsePrefix(strings.TrimSpace(s))
 		switch {
 		case !ok || p.Addr().Is4In6():
 			problems = append(problems, fmt.Sprintf("loadBalancerSourceRanges: %q is not a CIDR; skipped", s))
@@ -439,7 +456,7 @@ func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 	var out []netip.Addr
 	var problems []string
 	for _, s := range svc.Spec.ExternalIPs {
-		ip, ok := parseAPIAddr(s)
+		ip, ok := ParseAddr(s)
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("external IP %q is not an IP address; skipped", s))
@@ -453,9 +470,9 @@ func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 // nodePortSets are the sets naming a protocol's node ports: all of them,
 // and those with externalTrafficPolicy Local (not masqueraded).
 var nodePortSets = map[ipvs.Protocol]struct{ all, local string }{
-	ipvs.TCP:  {setNodePortTCP, setNodePortLocalTCP},
-	ipvs.UDP:  {setNodePortUDP, setNodePortLocalUDP},
-	ipvs.SCTP: {setNodePortSCTP, setNodePortLocalSCTP},
+	ipvs.TCP:  {SetNodePortTCP, SetNodePortLocalTCP},
+	ipvs.UDP:  {SetNodePortUDP, SetNodePortLocalUDP},
+	ipvs.SCTP: {SetNodePortSCTP, SetNodePortLocalSCTP},
 }
 
 // maxStickyTimeout is the longest ClientIP affinity timeout the API allows.

@@ -1,4 +1,4 @@
-package proxier
+package desired
 
 import (
 	"net/netip"
@@ -7,10 +7,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
-func slice6(name string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
-	s := slice(name, ports, eps...)
+func slice6(name string, ports []discovery.EndpointPort, eps ...testobj.EP) *discovery.EndpointSlice {
+	s := testobj.Slice(name, ports, eps...)
 	s.AddressType = discovery.AddressTypeIPv6
 	return s
 }
@@ -22,20 +24,20 @@ func TestDesiredStateDualStack(t *testing.T) {
 	cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: true}
 	tcp := v1.ProtocolTCP
 	node4, node6 := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("fd00:2::15")
-	node := nodeAddrs{all: []netip.Addr{node4, node6}, nodePort: []netip.Addr{node4, node6}, primary: [2]netip.Addr{node4, node6}}
-	ports := []discovery.EndpointPort{sport("", tcp, 8080)}
+	node := Node{All: []netip.Addr{node4, node6}, NodePort: []netip.Addr{node4, node6}, Primary: [2]netip.Addr{node4, node6}}
+	ports := []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)}
 	slices := []*discovery.EndpointSlice{
-		slice("s-v4", ports, ep{ip: "10.244.0.5", node: "me"}),
-		slice6("s-v6", ports, ep{ip: "fd00:244::5", node: "me"}, ep{ip: "10.244.0.6"}),
+		testobj.Slice("s-v4", ports, testobj.EP{IP: "10.244.0.5", Node: "me"}),
+		slice6("s-v6", ports, testobj.EP{IP: "fd00:244::5", Node: "me"}, testobj.EP{IP: "10.244.0.6"}),
 	}
-	lb := svc("10.96.0.10", v1.ServicePort{Protocol: tcp, Port: 80, NodePort: 30080})
+	lb := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: tcp, Port: 80, NodePort: 30080})
 	lb.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
 	lb.Spec.Type = v1.ServiceTypeLoadBalancer
 	lb.Spec.ExternalIPs = []string{"203.0.113.7", "2001:db8::7"}
 	lb.Spec.LoadBalancerSourceRanges = []string{"2001:db8:1::/48"}
 	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::9"}}
 
-	st, problems := desiredState(lb, slices, cfg, node)
+	st, problems := Compute(lb, slices, cfg, node)
 	want := `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.5:8080 w=1
 vs 203.0.113.7:80/TCP rr
@@ -72,7 +74,7 @@ set KUBE-IPVS-IPS 203.0.113.7
 set KUBE-LOOP-BACK 10.244.0.5,tcp:8080,10.244.0.5
 set KUBE-NODE-PORT-TCP 30080
 node blocked from 2001:db8::9,tcp:80`
-	if got := render(st); got != want {
+	if got := st.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	// The IPv4 address in the IPv6 slice.
@@ -85,9 +87,9 @@ node blocked from 2001:db8::9,tcp:80`
 // family of is skipped, each with a problem, and the rest is programmed.
 func TestDesiredStateFamiliesSkipped(t *testing.T) {
 	tcp := v1.ProtocolTCP
-	dual := svc("10.96.0.10", port("", tcp, 80))
+	dual := testobj.Service("10.96.0.10", testobj.Port("", tcp, 80))
 	dual.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
-	single := svc("10.96.0.11", port("", tcp, 80))
+	single := testobj.Service("10.96.0.11", testobj.Port("", tcp, 80))
 	single.Spec.ExternalIPs = []string{"2001:db8::7"}
 	for name, c := range map[string]struct {
 		svc       *v1.Service
@@ -98,9 +100,9 @@ func TestDesiredStateFamiliesSkipped(t *testing.T) {
 		"a node without IPv6":                  {dual, false, "10.96.0.10", "fd00:96::10 is IPv6, which this node does not have"},
 		"an external IP of the missing family": {single, true, "10.96.0.11", "2001:db8::7 is IPv6, a family the Service has no cluster IP of"},
 	} {
-		st, problems := desiredState(c.svc, nil, &Config{Scheduler: "rr", IPv6Capable: c.ipv6}, nodeAddrs{})
+		st, problems := Compute(c.svc, nil, &Config{Scheduler: "rr", IPv6Capable: c.ipv6}, Node{})
 		var addrs []string
-		for _, a := range st.addresses {
+		for _, a := range st.Addresses {
 			addrs = append(addrs, a.String())
 		}
 		if strings.Join(addrs, " ") != c.addresses {
@@ -118,7 +120,7 @@ func TestIPv6SetNames(t *testing.T) {
 		"KUBE-LOAD-BALANCER-SOURCE-CIDR": "KUBE-6-LOAD-BALANCER-SOURCE-CID",
 		"KUBE-NODE-PORT-LOCAL-SCTP-HASH": "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS",
 	} {
-		if got := ipv6SetName(in); got != want {
+		if got := IPv6SetName(in); got != want {
 			t.Errorf("ipv6SetName(%s) = %s, want %s", in, got, want)
 		}
 	}

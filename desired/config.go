@@ -1,0 +1,31 @@
+package desired
+
+// Config is what Compute needs besides the API objects and the node.
+type Config struct {
+	NodeName  string
+	Scheduler string // --ipvs-scheduler: the default scheduler
+	// IPv6Capable says the node has IPv6: IPv6 Services are programmed.
+	// Without it they are skipped, each with a problem.
+	IPv6Capable bool
+	// IgnoreNodeHints (--feature-gates=PreferSameTrafficDistribution=false)
+	// makes endpoints' node hints count for nothing, as upstream with that
+	// gate off: trafficDistribution PreferSameNode falls back to the zone.
+	IgnoreNodeHints bool
+}
+
+// Schedulers are the IPVS schedulers kube-proxy accepts, for
+// --ipvs-scheduler and SchedulerAnnotation.
+var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"}
+
+// SchedulerAnnotation on a Service picks its IPVS scheduler, overriding
+// --ipvs-scheduler for that Service alone.
+const SchedulerAnnotation = "kube-ipvs-proxy.io/ipvs-scheduler"
+
+// hintedNode is the node name endpoints' node hints must hold to count:
+// none when the hints are ignored.
+func (c *Config) hintedNode() string {
+	if c.IgnoreNodeHints {
+		return ""
+	}
+	return c.NodeName
+}
