@@ -52,6 +52,9 @@ var forbidden = map[string][]string{
 	// Desired state is a pure function of API objects: no apiserver, no
 	// orchestration, no kernel access but the kernel objects' value types.
 	"./desired": {"dummyiface", "iptables", "conntrack", "nodeaddrs", "proxier", "kubeclient", "informers", "k8s.io/client-go"},
+	// The reconciler writes the kernel from desired state: it knows no
+	// Proxier and no apiserver.
+	"./reconciler": {"proxier", "kubeclient", "informers", "k8s.io/client-go"},
 }
 
 func TestPackagesImportOnlyDown(t *testing.T) {

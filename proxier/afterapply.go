@@ -66,7 +66,7 @@ func (p *Proxier) rewriteGlue(g *glue) { p.rewriteGlueWith(g, g.rewrite) }
 
 // rewriteGlueWith is rewriteGlue with rewrite or rewriteAhead.
 func (p *Proxier) rewriteGlueWith(g *glue, rewrite func() (bool, glueTimes, error)) {
-	if p.setupStatus.failed[setupKey] != nil {
+	if p.setupStatus.Failing(setupKey) {
 		return
 	}
 	_, t, err := rewrite()

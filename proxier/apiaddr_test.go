@@ -49,7 +49,7 @@ func TestLegacyAddressesProgramLikeCanonicalOnes(t *testing.T) {
 			t.Errorf("%s: events %q, want none", form, *ev)
 		}
 		saved, _ := ipt.Save()
-		dumps[form] = strings.Join([]string{k.ipvs.Dump(), k.links.Dump(), k.sets.Dump(), string(saved)}, "\n---\n")
+		dumps[form] = strings.Join([]string{k.IPVS.Dump(), k.Links.Dump(), k.Sets.Dump(), string(saved)}, "\n---\n")
 	}
 	for _, want := range []string{"-A 10.96.0.10:80/TCP", "-a 10.96.0.10:80/TCP -r 10.244.0.1:8080",
 		"-A 203.0.113.7:80/TCP", "-A 198.51.100.7:80/TCP", "198.51.100.7,tcp:80,10.0.0.0/8", "198.51.100.7,tcp:80,192.168.1.0/24"} {

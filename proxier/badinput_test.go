@@ -33,7 +33,7 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 		p.OnServiceAdd(s)
 	}
 	p.OnEndpointSliceAdd(sl)
-	p.changeTracker.slices[name("bad")] = map[string]*discovery.EndpointSlice{"x": nil}
+	p.changeTracker.slices[testobj.Name("bad")] = map[string]*discovery.EndpointSlice{"x": nil}
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -49,7 +49,7 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 	p.OnServiceUpdate(bad, bad.DeepCopy()) // recomputed, same panic
 	p.SyncNow()
 
-	if dump := k.ipvs.Dump(); !strings.Contains(dump, "-A 10.96.0.10:80/TCP") || !strings.Contains(dump, "10.244.0.1:8080") ||
+	if dump := k.IPVS.Dump(); !strings.Contains(dump, "-A 10.96.0.10:80/TCP") || !strings.Contains(dump, "10.244.0.1:8080") ||
 		strings.Contains(dump, "10.96.0.66") {
 		t.Fatalf("want web programmed and bad not:\n%s", dump)
 	}

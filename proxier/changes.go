@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
 )
 
@@ -15,7 +16,7 @@ import (
 // A virtual server two Services want goes to one of them (see claims); the
 // Services outside inputs that won or lost one by these changes are
 // recomputed too, from more (nil: left until their own next change).
-func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedName) []serviceInput) []serviceChange {
+func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedName) []serviceInput) []reconciler.Change {
 	type computed struct {
 		in       serviceInput
 		st       desired.State
@@ -49,12 +50,12 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 			all = append(all, compute(more(outside))...)
 		}
 	}
-	changes := make([]serviceChange, 0, len(all))
+	changes := make([]reconciler.Change, 0, len(all))
 	for _, c := range all {
 		in := c.in
 		st, lost := p.claims.filter(in.name, c.st)
 		p.report(in, append(c.problems, conflictProblems(lost)...))
-		changes = append(changes, serviceChange{in.name, st})
+		changes = append(changes, reconciler.Change{Name: in.name, State: st})
 		mark(p.noLocal, in.name, st.NoLocalEndpoints)
 		mark(p.noLocalExternal, in.name, st.NoLocalExternal)
 		if st.HealthCheckPort != 0 {

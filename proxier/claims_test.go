@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
 
 // claimant is a Service of its own namespace, name, age and UID, with one
@@ -27,7 +29,7 @@ func claimant(ns, name, clusterIP string, created time.Time, uid string, backend
 	return s, sl
 }
 
-func syncedProxier(t *testing.T) (*Proxier, fakeKernel, *recordedEvents) {
+func syncedProxier(t *testing.T) (*Proxier, fakekernel.Kernel, *recordedEvents) {
 	p, k, _, ev := newTestProxier(t)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -62,12 +64,12 @@ func TestExternalIPNeverTakesAnotherServicesClusterIP(t *testing.T) {
 			add(kube, kubeEPs)
 			add(evil, evilEPs)
 		}
-		dump := k.ipvs.Dump()
+		dump := k.IPVS.Dump()
 		if !strings.Contains(dump, "-a 10.96.0.1:443/TCP -r 192.168.0.10:6443 -w 1") || strings.Contains(dump, "-a 10.96.0.1:443/TCP -r 10.244.0.66:6443 -w 1") {
 			t.Fatalf("attacker first=%v: the cluster IP's virtual server was taken:\n%s", attackerFirst, dump)
 		}
 		for _, set := range []string{desired.SetExternalIP, desired.SetLoadBalancer, desired.SetLoadBalancerFW, desired.SetLoadBalancerSourceNet} {
-			if entries, _ := k.sets.Entries(set); len(entries) != 0 {
+			if entries, _ := k.Sets.Entries(set); len(entries) != 0 {
 				t.Errorf("attacker first=%v: the loser's %s entries were written: %v", attackerFirst, set, entries)
 			}
 		}
@@ -106,7 +108,7 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 	p.OnServiceAdd(old)
 	p.OnEndpointSliceAdd(oldEPs)
 	p.SyncNow()
-	dump := k.ipvs.Dump()
+	dump := k.IPVS.Dump()
 	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.2:6443 -w 1") || strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
 		t.Fatalf("the older Service does not hold the external IP:\n%s", dump)
 	}
@@ -114,11 +116,11 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 	p.OnServiceDelete(old)
 	p.OnEndpointSliceDelete(oldEPs)
 	p.SyncNow()
-	dump = k.ipvs.Dump()
+	dump = k.IPVS.Dump()
 	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
 		t.Fatalf("the younger Service did not take over:\n%s", dump)
 	}
-	if entries, _ := k.sets.Entries(desired.SetExternalIP); len(entries) != 1 {
+	if entries, _ := k.Sets.Entries(desired.SetExternalIP); len(entries) != 1 {
 		t.Errorf("external IP entries after the takeover: %v", entries)
 	}
 	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 0 {
@@ -172,7 +174,7 @@ func TestExternalIPOnAnotherClusterIPGetsNoPort(t *testing.T) {
 	addService(p, dns, dnsEPs)
 	addService(p, tls, tlsEPs)
 	p.SyncNow()
-	if d := k.ipvs.Dump(); strings.Contains(d, "10.96.0.10:853") {
+	if d := k.IPVS.Dump(); strings.Contains(d, "10.96.0.10:853") {
 		t.Fatalf("a port was added to kube-dns' cluster IP:\n%s", d)
 	}
 	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 1 {
@@ -185,7 +187,7 @@ func TestExternalIPOnAnotherClusterIPGetsNoPort(t *testing.T) {
 	p.OnServiceDelete(dns)
 	p.OnEndpointSliceDelete(dnsEPs)
 	p.SyncNow()
-	if d := k.ipvs.Dump(); !strings.Contains(d, "-a 10.96.0.10:853/TCP -r 10.244.0.66:6443 -w 1") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-a 10.96.0.10:853/TCP -r 10.244.0.66:6443 -w 1") {
 		t.Fatalf("the external IP did not get its port once the cluster IP was gone:\n%s", d)
 	}
 	if got := gaugeValue(t, p.metrics.ConflictingClaims); got != 0 {
@@ -225,18 +227,18 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 	}
 	changes := p.changes([]serviceInput{{name: types.NamespacedName{Namespace: "aaa", Name: "a"}, service: a, slices: []*discovery.EndpointSlice{aEPs}}}, more)
 	cName := types.NamespacedName{Namespace: "ccc", Name: "c"}
-	i := slices.IndexFunc(changes, func(ch serviceChange) bool { return ch.name == cName })
+	i := slices.IndexFunc(changes, func(ch reconciler.Change) bool { return ch.Name == cName })
 	if i < 0 {
 		var names []string
 		for _, ch := range changes {
-			names = append(names, ch.name.String())
+			names = append(names, ch.Name.String())
 		}
 		t.Fatalf("c was not recomputed: changes for %v", names)
 	}
-	if !slices.ContainsFunc(changes[i].state.VirtualServers, func(v desired.VirtualServer) bool {
+	if !slices.ContainsFunc(changes[i].State.VirtualServers, func(v desired.VirtualServer) bool {
 		return v.Virtual.Key.Address.String() == "203.0.113.1"
 	}) {
-		t.Errorf("c did not get 203.0.113.1 back: %+v", changes[i].state.VirtualServers)
+		t.Errorf("c did not get 203.0.113.1 back: %+v", changes[i].State.VirtualServers)
 	}
 }
 

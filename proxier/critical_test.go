@@ -38,18 +38,18 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 	feed.OnEndpointSliceAdd(eps("10.0.2.100"))
 	p.OnServiceAdd(web) // the cluster-wide list is under way
 	p.SyncNow()
-	if k.ipvs.Dump() != "" {
-		t.Fatalf("programmed before the critical feed had its list:\n%s", k.ipvs.Dump())
+	if k.IPVS.Dump() != "" {
+		t.Fatalf("programmed before the critical feed had its list:\n%s", k.IPVS.Dump())
 	}
 
 	feed.OnServicesSynced()
 	feed.OnEndpointSlicesSynced()
 	p.SyncNow()
-	if got, want := k.ipvs.Dump(), "-A 10.96.0.1:443/TCP -s rr\n-a 10.96.0.1:443/TCP -r 10.0.2.100:6443 -w 1"; got != want {
+	if got, want := k.IPVS.Dump(), "-A 10.96.0.1:443/TCP -s rr\n-a 10.96.0.1:443/TCP -r 10.0.2.100:6443 -w 1"; got != want {
 		t.Fatalf("before the caches synced the kernel holds\n%s\nwant default/kubernetes alone:\n%s", got, want)
 	}
-	if k.links.Dump() != "10.96.0.1" || !strings.Contains(k.sets.Dump(), "add KUBE-CLUSTER-IP 10.96.0.1,tcp:443") {
-		t.Fatalf("address or entries missing:\n%s\n%s", k.links.Dump(), k.sets.Dump())
+	if k.Links.Dump() != "10.96.0.1" || !strings.Contains(k.Sets.Dump(), "add KUBE-CLUSTER-IP 10.96.0.1,tcp:443") {
+		t.Fatalf("address or entries missing:\n%s\n%s", k.Links.Dump(), k.Sets.Dump())
 	}
 	if saved, _ := ipt.Save(); !strings.Contains(string(saved), "-A KUBE-POSTROUTING") {
 		t.Fatal("the masquerade glue is not in place for the critical Service")
@@ -57,23 +57,23 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 
 	feed.OnEndpointSliceUpdate(eps("10.0.2.100"), eps("10.0.2.100", "10.0.2.101"))
 	p.SyncNow()
-	if !strings.Contains(k.ipvs.Dump(), "-r 10.0.2.101:6443") {
-		t.Fatalf("an endpoint added before the caches synced was not programmed:\n%s", k.ipvs.Dump())
+	if !strings.Contains(k.IPVS.Dump(), "-r 10.0.2.101:6443") {
+		t.Fatalf("an endpoint added before the caches synced was not programmed:\n%s", k.IPVS.Dump())
 	}
 
 	// The caches sync with the same objects.
-	k.ops()
+	k.Ops()
 	p.OnServiceAdd(api)
 	p.OnEndpointSliceAdd(eps("10.0.2.100", "10.0.2.101"))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	for _, op := range k.ops() {
+	for _, op := range k.Ops() {
 		if strings.Contains(op, "10.96.0.1:") || strings.HasSuffix(op, " 10.96.0.1") || strings.Contains(op, " 10.96.0.1,") {
 			t.Errorf("the first sync rewrote default/kubernetes: %s", op)
 		}
 	}
-	if !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP") {
+	if !strings.Contains(k.IPVS.Dump(), "-A 10.96.0.10:80/TCP") {
 		t.Fatal("the first sync did not program the other Services")
 	}
 	select {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
@@ -32,7 +33,7 @@ func externalService(name, clusterIP, externalIP string) *v1.Service {
 
 // proxierPastFirstSync is a test proxier past its first sync, with a cluster IP
 // in use (default/kubernetes) and health of its own.
-func proxierPastFirstSync(t *testing.T) (*Proxier, fakeKernel, *iptables.Fake, *healthz.State) {
+func proxierPastFirstSync(t *testing.T) (*Proxier, fakekernel.Kernel, *iptables.Fake, *healthz.State) {
 	t.Helper()
 	health := healthz.New(time.Minute)
 	p, k, ipt, _ := newLoggingProxier(t, zap.NewNop(), health)
@@ -42,7 +43,7 @@ func proxierPastFirstSync(t *testing.T) (*Proxier, fakeKernel, *iptables.Fake, *
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	if p.setupStatus.failed[setupKey] != nil {
+	if p.setupStatus.Failing(setupKey) {
 		t.Fatal("the first sync failed")
 	}
 	return p, k, ipt, health
@@ -76,11 +77,11 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	ipt.Fail = errors.New("iptables-restore: killed at its deadline")
 	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
 	p.SyncNow()
-	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the Service waits for iptables:\n%s", d)
 	}
-	f := p.setupStatus.failed[setupKey]
-	if f == nil || f.attempts != 1 {
+	f, failing := p.setupStatus.Failure(setupKey)
+	if !failing || f.Attempts != 1 {
 		t.Fatalf("the failed chains are not retried as the setup: %+v", f)
 	}
 	if lastUpdated(health) != before {
@@ -94,24 +95,24 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 	p.OnServiceAdd(local)
 	p.SyncNow()
-	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.11:80/TCP") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.11:80/TCP") {
 		t.Fatalf("the second Service waits for iptables:\n%s", d)
 	}
 	if ipt.Saves != saves {
 		t.Errorf("iptables run %d times before the retry was due", ipt.Saves-saves)
 	}
 	// A retry that fails again waits longer.
-	first := time.Until(f.retryAt)
-	p.setupStatus.retryNow(setupKey)
+	first := time.Until(f.RetryAt)
+	p.setupStatus.RetryNow(setupKey)
 	p.SyncNow()
-	if f = p.setupStatus.failed[setupKey]; f == nil || f.attempts != 2 || time.Until(f.retryAt) <= first {
+	if f, failing = p.setupStatus.Failure(setupKey); !failing || f.Attempts != 2 || time.Until(f.RetryAt) <= first {
 		t.Fatalf("second failure %+v: its retry must be further off than %s", f, first)
 	}
 
 	ipt.Fail = nil
-	p.setupStatus.retryNow(setupKey)
+	p.setupStatus.RetryNow(setupKey)
 	p.SyncNow()
-	if p.setupStatus.failed[setupKey] != nil {
+	if p.setupStatus.Failing(setupKey) {
 		t.Fatal("the retry did not succeed")
 	}
 	if c := chains(t, ipt); !strings.Contains(c, externalRule) || !strings.Contains(c, "--match-set KUBE-EXTERNAL-IP-LOCAL") {
@@ -155,11 +156,11 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	t.Cleanup(release)
 	ipt.SetHang(hang)
 	ipt.Fail = nil
-	p.setupStatus.retryNow(setupKey)
+	p.setupStatus.RetryNow(setupKey)
 	for i, vip := range []string{"192.0.2.11", "192.0.2.12"} {
 		p.OnServiceAdd(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip))
 		syncWithin(t, p)
-		if d := k.ipvs.Dump(); !strings.Contains(d, "-A "+vip+":80/TCP") {
+		if d := k.IPVS.Dump(); !strings.Contains(d, "-A "+vip+":80/TCP") {
 			t.Fatalf("%s waits for a hung iptables:\n%s", vip, d)
 		}
 	}
@@ -170,13 +171,13 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	release()
 	ipt.SetHang(nil)
 	p.SyncNow() // collects the retry killed at its deadline
-	if f := p.setupStatus.failed[setupKey]; f == nil || f.attempts != 2 {
+	if f, failing := p.setupStatus.Failure(setupKey); !failing || f.Attempts != 2 {
 		t.Fatalf("the hung retry is not recorded as a failure: %+v", f)
 	}
-	p.setupStatus.retryNow(setupKey)
+	p.setupStatus.RetryNow(setupKey)
 	syncWithin(t, p) // starts the retry
 	p.SyncNow()      // and collects it
-	if p.setupStatus.failed[setupKey] != nil {
+	if p.setupStatus.Failing(setupKey) {
 		t.Fatal("the retry did not succeed")
 	}
 	if c := chains(t, ipt); !strings.Contains(c, externalRule) {
@@ -202,10 +203,10 @@ func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	syncWithin(t, p)
-	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the first sync did not program the Service:\n%s", d)
 	}
-	if f := p.setupStatus.failed[setupKey]; f == nil || f.attempts != 1 {
+	if f, failing := p.setupStatus.Failure(setupKey); !failing || f.Attempts != 1 {
 		t.Fatalf("the early setup's failure is not retried with backoff: %+v", f)
 	}
 }
@@ -262,7 +263,7 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 		g.mu.Unlock()
 		t.Fatal("the sync waited for another goroutine's iptables run")
 	}
-	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Errorf("the Service waited for iptables:\n%s", d)
 	}
 	if strings.Contains(chains(t, ipt), externalRule) {
@@ -283,7 +284,7 @@ func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 	p, k, ipt, _ := proxierPastFirstSync(t)
 	late := false
 	ipt.Canonical = func(rule string) string { // called as each rule is restored
-		if strings.Contains(rule, "KUBE-EXTERNAL-IP") && strings.Contains(k.ipvs.Dump(), "-A 192.0.2.10:80/TCP") {
+		if strings.Contains(rule, "KUBE-EXTERNAL-IP") && strings.Contains(k.IPVS.Dump(), "-A 192.0.2.10:80/TCP") {
 			late = true
 		}
 		return rule
@@ -293,7 +294,7 @@ func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 	go func() { time.Sleep(200 * time.Millisecond); g.mu.Unlock() }()
 	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
 	p.SyncNow()
-	if d := k.ipvs.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the Service was not programmed:\n%s", d)
 	}
 	if !strings.Contains(chains(t, ipt), externalRule) {

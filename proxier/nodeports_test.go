@@ -12,12 +12,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nodeaddrs"
 )
@@ -26,13 +24,13 @@ import (
 // node's addresses as a drift check finds them, its port is in the TCP
 // bitmap, and the chains match on that set only while it has entries.
 func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
-	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	k := fakekernel.Bare()
 	ipt := &iptables.Fake{}
 	addrs := &nodeaddrs.Fake{}
 	a, b := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")
 	addrs.Set(nil, a, netip.MustParseAddr("fd00::15"))
 	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
-		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt, NodeAddrs: addrs},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, NodeAddrs: addrs},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	web := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
 	web.Spec.Type = v1.ServiceTypeNodePort
@@ -46,7 +44,7 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 
 	virtualServers := func() []string {
 		var out []string
-		for _, l := range strings.Split(k.ipvs.Dump(), "\n") {
+		for _, l := range strings.Split(k.IPVS.Dump(), "\n") {
 			if strings.HasPrefix(l, "-A ") {
 				out = append(out, strings.Fields(l)[1])
 			}
@@ -61,27 +59,27 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	if got, want := virtualServers(), []string{"10.0.2.15:30080/TCP", "10.96.0.10:80/TCP", "10.96.0.11:80/TCP"}; !slices.Equal(got, want) {
 		t.Fatalf("virtual servers %v, want %v (IPv6 addresses wait for dual-stack)", got, want)
 	}
-	if !strings.Contains(k.sets.Dump(), "add KUBE-NODE-PORT-TCP 30080") || !nodePortRule() {
-		t.Fatalf("node port not in its set or chain:\n%s", k.sets.Dump())
+	if !strings.Contains(k.Sets.Dump(), "add KUBE-NODE-PORT-TCP 30080") || !nodePortRule() {
+		t.Fatalf("node port not in its set or chain:\n%s", k.Sets.Dump())
 	}
-	k.ops()
+	k.Ops()
 
 	// An address appears: at the next drift check, the NodePort Service
 	// alone is recomputed and gets a virtual server there.
 	addrs.Set(nil, a, b)
 	p.needFull = true
 	p.SyncNow()
-	expectOps(t, k, "add-vs 192.168.7.1:30080/TCP")
+	fakekernel.ExpectOps(t, k, "add-vs 192.168.7.1:30080/TCP")
 	addrs.Set(nil, b)
 	p.needFull = true
 	p.SyncNow()
-	expectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
+	fakekernel.ExpectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
 
 	// A failed listing keeps the addresses in use.
 	addrs.Set(errors.New("netlink: no buffer space"))
 	p.needFull = true
 	p.SyncNow()
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	// --nodeport-addresses primary: the Node's InternalIP alone.
 	p.cfg.NodePortPrimary = true
@@ -103,8 +101,8 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	// The last node port gone: its rule goes with its set's entries.
 	p.OnServiceDelete(web)
 	p.SyncNow()
-	if strings.Contains(k.sets.Dump(), desired.SetNodePortTCP) || nodePortRule() {
-		t.Fatalf("node port entry, or its rule, left behind:\n%s", k.sets.Dump())
+	if strings.Contains(k.Sets.Dump(), desired.SetNodePortTCP) || nodePortRule() {
+		t.Fatalf("node port entry, or its rule, left behind:\n%s", k.Sets.Dump())
 	}
 }
 
@@ -136,10 +134,10 @@ func TestNodePortFilter(t *testing.T) {
 // traffic is masqueraded as without a pod CIDR until the Node has one, and
 // from then on unless it comes from that CIDR; no Service is recomputed.
 func TestNodeCIDRFollowsTheNode(t *testing.T) {
-	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	k := fakekernel.Bare()
 	ipt := &iptables.Fake{}
 	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, DetectLocal: DetectNodeCIDR},
-		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt, NodeAddrs: &nodeaddrs.Fake{}},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, NodeAddrs: &nodeaddrs.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.OnServicesSynced()
@@ -157,7 +155,7 @@ func TestNodeCIDRFollowsTheNode(t *testing.T) {
 	if r := masqRule(); !strings.Contains(r, "src,dst") {
 		t.Fatalf("without a pod CIDR: %q, want the service-address rule", r)
 	}
-	k.ops()
+	k.Ops()
 
 	node := &v1.Node{}
 	node.Name = "me"
@@ -167,7 +165,7 @@ func TestNodeCIDRFollowsTheNode(t *testing.T) {
 	if r := masqRule(); !strings.Contains(r, "! -s 10.244.3.0/24") || !strings.Contains(r, "dst,dst") {
 		t.Errorf("with pod CIDR 10.244.3.0/24: %q", r)
 	}
-	if ops := k.ops(); len(ops) != 0 {
+	if ops := k.Ops(); len(ops) != 0 {
 		t.Errorf("a pod CIDR change wrote kernel objects: %v", ops)
 	}
 }
@@ -177,7 +175,7 @@ func TestNodeCIDRFollowsTheNode(t *testing.T) {
 // addresses, the node's NodePorts would be deleted and an external IP the
 // node holds bound to kube-ipvs0. Once read, nothing needs writing.
 func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
-	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	k := fakekernel.Bare()
 	addrs := &nodeaddrs.Fake{}
 	node := netip.MustParseAddr("10.0.2.15")
 	addrs.Set(nil, node)
@@ -186,7 +184,7 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 	web.Spec.ExternalIPs = []string{node.String()}
 	start := func() *Proxier {
 		p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
-			Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}, NodeAddrs: addrs},
+			Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}, NodeAddrs: addrs},
 			zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 		p.OnServiceAdd(web)
 		p.OnServicesSynced()
@@ -194,17 +192,17 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 		return p
 	}
 	start().SyncNow()
-	ipvsBefore, linkBefore := k.ipvs.Dump(), k.links.Dump()
+	ipvsBefore, linkBefore := k.IPVS.Dump(), k.Links.Dump()
 	if !strings.Contains(ipvsBefore, "-A 10.0.2.15:30080/TCP") || !strings.Contains(ipvsBefore, "-A 10.0.2.15:80/TCP") || strings.Contains(linkBefore, "10.0.2.15") {
 		t.Fatalf("first proxier: node port and external IP not as expected:\n%s\nbound: %s", ipvsBefore, linkBefore)
 	}
-	k.ops()
+	k.Ops()
 
 	addrs.Set(errors.New("list links: netlink dump interrupted"))
 	p := start()
 	p.SyncNow()
 	p.SyncNow()
-	if ops := k.ops(); len(ops) != 0 {
+	if ops := k.Ops(); len(ops) != 0 {
 		t.Fatalf("wrote %q with no node address list", ops)
 	}
 	if !p.lastFull.IsZero() {
@@ -212,12 +210,12 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 	}
 	addrs.Set(nil, node)
 	p.SyncNow()
-	for _, op := range k.ops() {
+	for _, op := range k.Ops() {
 		if strings.Contains(op, "10.0.2.15") {
 			t.Errorf("once the addresses were read: %s", op)
 		}
 	}
-	if got := k.ipvs.Dump(); got != ipvsBefore {
+	if got := k.IPVS.Dump(); got != ipvsBefore {
 		t.Errorf("virtual servers now\n%s\nwant\n%s", got, ipvsBefore)
 	}
 }

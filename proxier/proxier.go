@@ -21,6 +21,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nodeaddrs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
 )
 
@@ -79,7 +80,7 @@ type Proxier struct {
 	health  *healthz.State
 	metrics *metrics.Metrics
 	events  EventRecorder
-	rec     *reconciler
+	rec     *reconciler.Reconciler
 	runner  *runner
 	// glues are the iptables chains of each family the node has, IPv4
 	// first.
@@ -87,6 +88,8 @@ type Proxier struct {
 
 	// mu makes syncs one at a time: the runner's and SyncNow's.
 	mu sync.Mutex
+	// now is the clock of retry delays, the reconciler's too.
+	now func() time.Time
 
 	// Owned by the sync goroutine.
 	lastFull time.Time
@@ -98,7 +101,7 @@ type Proxier struct {
 	failures int
 	// setupStatus is the status of setupKernel's work, retried like a
 	// kernel object; its one key is setupKey.
-	setupStatus statusTable[string]
+	setupStatus reconciler.StatusTable[string]
 	// setupRetry delivers the outcome of a setup retry running on its own
 	// goroutine (retrySetup); nil when none runs. setupMu makes setups
 	// one at a time.
@@ -146,7 +149,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		cfg.Scheduler = "rr"
 	}
 	p := &Proxier{
-		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
+		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events, now: time.Now,
 		problems:        map[types.NamespacedName]string{},
 		claims:          newClaims(),
 		noLocal:         map[types.NamespacedName]bool{},
@@ -155,7 +158,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		healthChecks:    map[types.NamespacedName]svchealth.Service{},
 		healthFailed:    map[types.NamespacedName]bool{},
 		svcHealth:       svchealth.New(func() bool { ok, _ := health.Healthy(); return ok }),
-		setupStatus:     newStatusTable[string](kindSetup, cmp.Or(cfg.SyncPeriod, defaultRetryMax)),
+		setupStatus:     reconciler.NewStatusTable[string](reconciler.KindSetup, cmp.Or(cfg.SyncPeriod, reconciler.DefaultRetryMax)),
 	}
 	var names []string
 	for _, s := range p.sets() {
@@ -165,8 +168,8 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	if cfg.IPv6Capable {
 		p.glues = append(p.glues, &glue{ipt: k.IP6Tables, fam: desired.IPv6, cfg: &p.cfg})
 	}
-	p.rec = newReconciler(k.IPVS, k.Links, k.Sets, names, p.cfg.excluded, cfg.SyncPeriod)
-	p.rec.conntrack = k.Conntrack
+	p.rec = reconciler.New(reconciler.Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, Conntrack: k.Conntrack},
+		reconciler.Options{SetNames: names, Excluded: p.cfg.excluded, RetryMax: cfg.SyncPeriod, Now: func() time.Time { return p.now() }})
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	critical := newChangeTracker(nil)
@@ -253,7 +256,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
 	// The node's addresses are re-read when a drift check starts, not at
 	// every sync while one runs.
-	if first || due && !p.rec.checking() || p.nodeIPs.takeChanged() {
+	if first || due && !p.rec.Checking() || p.nodeIPs.takeChanged() {
 		if err := p.refreshNodeIPs(); err != nil {
 			p.waitForNodeAddrs(err)
 			return false
@@ -286,28 +289,28 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.metrics.EndpointChangesPending.Set(float64(e))
 
 	read, err := p.sync(inputs, first, setUp, due, inline)
-	out := p.rec.outcome()
-	done := out.work
+	out := p.rec.Outcome()
+	done := out.Work
 	full := read != nil
 	elapsed := time.Since(start)
 	if full {
-		elapsed = time.Since(read.started)
+		elapsed = time.Since(read.Started)
 	}
 	p.metrics.ObserveSync(elapsed, full)
-	p.metrics.KernelOpsTotal.Add(float64(done.ops))
+	p.metrics.KernelOpsTotal.Add(float64(done.Ops))
 	for _, fam := range desired.Families {
-		if n := done.conntrackCleared[fam]; n > 0 {
+		if n := done.ConntrackCleared[fam]; n > 0 {
 			p.metrics.ConntrackDeleted.WithLabelValues(fam.String()).Add(float64(n))
 		}
 	}
-	if len(done.grown) > 0 {
-		p.log.Info("ipsets grown before they would fill", zap.Strings("sets", done.grown))
+	if len(done.Grown) > 0 {
+		p.log.Info("ipsets grown before they would fill", zap.Strings("sets", done.Grown))
 	}
-	if done.conntrackErr != nil {
-		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.conntrackErr))
+	if done.ConntrackErr != nil {
+		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.ConntrackErr))
 	}
 	failed := p.reportObjects(out)
-	retry := earliest(out.retryAt, p.setupStatus.nextRetry())
+	retry := reconciler.Earliest(out.RetryAt, p.setupStatus.NextRetry())
 	if err != nil {
 		// The drift check is retried after a backoff; the changes were
 		// applied all the same, except at the first sync, which wrote
@@ -350,7 +353,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	// One line per sync: its counts and time at Info, and with -v 4 where
 	// the time went.
 	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
-		zap.Int("kernelOps", done.ops), zap.Int("failedObjects", failed), zap.Duration("took", elapsed)}
+		zap.Int("kernelOps", done.Ops), zap.Int("failedObjects", failed), zap.Duration("took", elapsed)}
 	ce := p.log.Check(zap.DebugLevel, "synced")
 	if ce == nil {
 		p.log.Info("synced", fields...)
@@ -358,16 +361,15 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	// Where a slow change went: waiting for a drift check's adopt, and the
 	// kernel writes by kind.
-	fields = append(fields, zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", done.times.addresses),
-		zap.Duration("writeEntries", done.times.entries), zap.Duration("writeVirtualServers", done.times.virtualServers))
+	fields = append(fields, zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", done.Times.Addresses),
+		zap.Duration("writeEntries", done.Times.Entries), zap.Duration("writeVirtualServers", done.Times.VirtualServers))
 	if full {
-		fields = append(fields, zap.Duration("setup", read.setup), zap.Duration("read", read.read), zap.Duration("adopt", read.adopt))
-		if read.view != nil {
-			t := read.view.took
-			fields = append(fields, zap.Duration("readVirtualServers", t.virtualServers), zap.Duration("readRealServers", t.realServers),
-				zap.Duration("readAddresses", t.addresses), zap.Duration("readSets", t.sets),
-				zap.Int("realServersOf", read.view.realServersOf), zap.Bool("listed", read.view.only == nil),
-				zap.Int("setsUnlisted", len(read.view.unreadSets)))
+		fields = append(fields, zap.Duration("setup", read.Setup), zap.Duration("read", read.Read), zap.Duration("adopt", read.Adopt))
+		if read.Adopted() {
+			t := read.Stats()
+			fields = append(fields, zap.Duration("readVirtualServers", t.VirtualServers), zap.Duration("readRealServers", t.RealServers),
+				zap.Duration("readAddresses", t.Addresses), zap.Duration("readSets", t.Sets),
+				zap.Int("realServersOf", t.RealServersOf), zap.Bool("listed", t.Listed), zap.Int("setsUnlisted", t.SetsUnlisted))
 		}
 	}
 	ce.Write(fields...)
@@ -379,36 +381,36 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 // been adopted, so the apply also repairs drift. It returns the check that
 // ended, if any, and its read's error: write errors are the objects'
 // status, not the sync's.
-func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*kernelRead, error) {
+func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*reconciler.CheckResult, error) {
 	// Record what is wanted before touching the kernel: the inputs are gone
 	// from the tracker, so a kernel failure must not lose them. (The
 	// critical Services' are recorded again: their input may be newer than
 	// programCritical's, and an unchanged state writes nothing.)
-	p.setsInUse = p.rec.record(p.changes(inputs, p.changeTracker.peek))
-	var read *kernelRead
+	p.setsInUse = p.rec.Record(p.changes(inputs, p.changeTracker.peek))
+	var read *reconciler.CheckResult
 	switch {
-	case first || (due && inline && !p.rec.checking()):
+	case first || (due && inline && !p.rec.Checking()):
 		// Nothing may be written before the kernel is adopted.
 		setup := p.setupWithReadBack
 		if setUp {
 			setup = nil
 		}
-		r := p.rec.checkNow(setup)
+		r := p.rec.CheckNow(setup)
 		read = &r
-	case due && !p.rec.checking():
-		p.rec.startCheck(p.setupWithReadBack, p.runner.Trigger)
+	case due && !p.rec.Checking():
+		p.rec.StartCheck(p.setupWithReadBack, p.runner.Trigger)
 	}
 	if read == nil {
-		read = p.rec.checkDone(inline)
+		read = p.rec.CheckDone(inline)
 	}
-	if read != nil && read.setUp {
-		p.recordSetup(read.setupErr)
+	if read != nil && read.SetUp {
+		p.recordSetup(read.SetupErr)
 	}
 	var readErr error
 	if read != nil {
-		readErr = read.err
+		readErr = read.Err
 	}
-	if read != nil && read.view == nil {
+	if read != nil && !read.Adopted() {
 		if first {
 			// Nothing may be written before the kernel is adopted.
 			return read, readErr
@@ -421,7 +423,7 @@ func (p *Proxier) sync(inputs []serviceInput, first, setUp, due, inline bool) (*
 	// or a big Service's leftover deletes must not hold another Service's
 	// change back for a second sync.
 	p.syncGlueAhead()
-	p.rec.sync(p.writtenFirst(inputs, first), read)
+	p.rec.Sync(p.writtenFirst(inputs, first), read)
 	p.syncGlue()
 	p.syncHealthChecks()
 	return read, readErr
@@ -461,7 +463,7 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 	if len(names) == 0 {
 		return setUp
 	}
-	p.setsInUse = p.rec.record(p.changes(critical, nil))
+	p.setsInUse = p.rec.Record(p.changes(critical, nil))
 	// The glue is not read back here: that can wait for the first drift check.
 	if !setUp {
 		err := p.setupKernel(false)
@@ -473,7 +475,7 @@ func (p *Proxier) programCritical(inputs []serviceInput, setUp bool) bool {
 		// knows whether they still are wanted.
 		p.syncGlueAhead()
 	}
-	n, errs, err := p.rec.programFirst(names)
+	n, errs, err := p.rec.ProgramFirst(names)
 	if err != nil {
 		p.log.Warn("could not read the critical services' kernel objects; they wait for the full read", zap.Error(err))
 		return setUp
@@ -517,9 +519,9 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 		p.setUp = p.takeEarlySetup()
 	}
 	p.setUp = p.programCritical(inputs, p.setUp)
-	out := p.rec.outcome()
+	out := p.rec.Outcome()
 	p.reportObjects(out)
-	if retry := earliest(out.retryAt, p.setupStatus.nextRetry()); !retry.IsZero() {
+	if retry := reconciler.Earliest(out.RetryAt, p.setupStatus.NextRetry()); !retry.IsZero() {
 		p.runner.RetryAt(retry)
 	}
 	return true

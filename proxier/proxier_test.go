@@ -18,10 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
@@ -33,18 +32,18 @@ func (r *recordedEvents) Eventf(_, _ runtime.Object, eventtype, reason, _, note 
 	*r = append(*r, eventtype+" "+reason+" "+fmt.Sprintf(note, args...))
 }
 
-func newTestProxier(t *testing.T) (*Proxier, fakeKernel, *iptables.Fake, *recordedEvents) {
+func newTestProxier(t *testing.T) (*Proxier, fakekernel.Kernel, *iptables.Fake, *recordedEvents) {
 	return newLoggingProxier(t, zap.NewNop(), healthz.New(time.Minute))
 }
 
 // newLoggingProxier is newTestProxier with a logger and health state of the
 // test's own.
-func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*Proxier, fakeKernel, *iptables.Fake, *recordedEvents) {
-	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*Proxier, fakekernel.Kernel, *iptables.Fake, *recordedEvents) {
+	k := fakekernel.Bare()
 	ipt := &iptables.Fake{}
 	ev := &recordedEvents{}
 	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
-		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: ipt},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt},
 		log, health, metrics.New(), ev)
 	return p, k, ipt, ev
 }
@@ -55,25 +54,25 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	web.Name = "web"
 	p.OnServiceAdd(web)
 	p.SyncNow()
-	if k.ipvs.Dump() != "" || len(ipt.Payloads) != 0 {
+	if k.IPVS.Dump() != "" || len(ipt.Payloads) != 0 {
 		t.Fatal("synced before the caches were synced")
 	}
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	if !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP -s rr") || len(ipt.Payloads) != 1 {
-		t.Fatalf("first (full) sync did not program the service and the glue:\n%s", k.ipvs.Dump())
+	if !strings.Contains(k.IPVS.Dump(), "-A 10.96.0.10:80/TCP -s rr") || len(ipt.Payloads) != 1 {
+		t.Fatalf("first (full) sync did not program the service and the glue:\n%s", k.IPVS.Dump())
 	}
-	if len(k.sets.SetNames()) != len(desired.IPv4Sets) {
-		t.Fatalf("sets %v", k.sets.SetNames())
+	if len(k.Sets.SetNames()) != len(desired.IPv4Sets) {
+		t.Fatalf("sets %v", k.Sets.SetNames())
 	}
-	k.ops()
+	k.Ops()
 
 	s := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	s.Labels[discovery.LabelServiceName] = "web"
 	p.OnEndpointSliceAdd(s)
 	p.SyncNow()
-	expectOps(t, k, "add-rs 10.96.0.10:80/TCP 10.244.0.1:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.10:80/TCP 10.244.0.1:8080")
 	if len(ipt.Payloads) != 1 {
 		t.Fatal("a partial sync rewrote iptables")
 	}
@@ -90,12 +89,12 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	// once; nothing is left for a drift check.
 	p.OnServiceDelete(web)
 	p.SyncNow()
-	expectOps(t, k, "delete-addr 10.96.0.10", "delete-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.10",
+	fakekernel.ExpectOps(t, k, "delete-addr 10.96.0.10", "delete-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.10",
 		"delete-vs 10.96.0.10:80/TCP")
 	p.needFull = true
 	p.SyncNow()
-	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
-		t.Fatalf("deleted service left state:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+	if k.IPVS.Dump() != "" || k.Links.Dump() != "" {
+		t.Fatalf("deleted service left state:\n%s\n%s", k.IPVS.Dump(), k.Links.Dump())
 	}
 }
 
@@ -111,11 +110,11 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 
 	setUp := func() bool {
 		saved, _ := ipt.Save()
-		return len(k.sets.SetNames()) == len(desired.IPv4Sets) && strings.Contains(string(saved), "-A KUBE-POSTROUTING")
+		return len(k.Sets.SetNames()) == len(desired.IPv4Sets) && strings.Contains(string(saved), "-A KUBE-POSTROUTING")
 	}
 	for deadline := time.Now().Add(10 * time.Second); !setUp(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("kernel not set up before the caches synced: sets %v", k.sets.SetNames())
+			t.Fatalf("kernel not set up before the caches synced: sets %v", k.Sets.SetNames())
 		}
 	}
 
@@ -124,7 +123,7 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 	p.OnServiceAdd(web)
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP"); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(k.IPVS.Dump(), "-A 10.96.0.10:80/TCP"); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first sync never programmed the service")
 		}
@@ -148,7 +147,7 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	if len(*ev) != 1 || !strings.Contains((*ev)[0], "Warning InvalidService") || !strings.Contains((*ev)[0], `"ICMP"`) {
 		t.Fatalf("events %q, want one warning naming the bad protocol", *ev)
 	}
-	if !strings.Contains(k.ipvs.Dump(), "-A 10.96.0.10:80/TCP") {
+	if !strings.Contains(k.IPVS.Dump(), "-A 10.96.0.10:80/TCP") {
 		t.Fatal("the good port must still be programmed")
 	}
 }
@@ -181,7 +180,7 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(web)
 	p.SyncNow()
-	if k.ipvs.Dump() == "" {
+	if k.IPVS.Dump() == "" {
 		t.Fatal("service not programmed")
 	}
 
@@ -192,10 +191,10 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	p.needFull = true
 	ipt.Fail = fmt.Errorf("iptables: injected failure")
 	p.SyncNow()
-	if k.ipvs.Dump() != "" || k.links.Dump() != "" {
-		t.Fatalf("deletion held back by a failing setup:\n%s\n%s", k.ipvs.Dump(), k.links.Dump())
+	if k.IPVS.Dump() != "" || k.Links.Dump() != "" {
+		t.Fatalf("deletion held back by a failing setup:\n%s\n%s", k.IPVS.Dump(), k.Links.Dump())
 	}
-	if p.setupStatus.failed[setupKey] == nil || p.needFull {
+	if !p.setupStatus.Failing(setupKey) || p.needFull {
 		t.Fatal("the drift check should have read the kernel and the setup be failed")
 	}
 	if got := failedObjects(t, p, "setup"); got != 1 {
@@ -203,9 +202,9 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	}
 
 	ipt.Fail = nil
-	p.setupStatus.retryNow(setupKey)
+	p.setupStatus.RetryNow(setupKey)
 	p.SyncNow()
-	if p.setupStatus.failed[setupKey] != nil || failedObjects(t, p, "setup") != 0 {
+	if p.setupStatus.Failing(setupKey) || failedObjects(t, p, "setup") != 0 {
 		t.Fatal("the retried setup should have succeeded")
 	}
 }
@@ -222,7 +221,7 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	p.SyncNow() // the first, full sync
 	restores := len(ipt.Payloads)
 
-	k.ipvs.FailNext = "add-vs 10.96.0.10"
+	k.IPVS.FailNext = "add-vs 10.96.0.10"
 	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.SyncNow()
 	if !p.fullAt.IsZero() || p.needFull {
@@ -237,12 +236,12 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	if len(ipt.Payloads) != restores {
 		t.Fatal("a sync after a failed object ran a full sync")
 	}
-	if d := k.ipvs.Dump(); strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
+	if d := k.IPVS.Dump(); strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
 		t.Fatalf("only the other service should be programmed by now:\n%s", d)
 	}
-	withClock(p.rec).advance(time.Hour)
+	withClock(p).Advance(time.Hour)
 	p.SyncNow()
-	if d := k.ipvs.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") {
+	if d := k.IPVS.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") {
 		t.Fatalf("the failed service should be programmed once due:\n%s", d)
 	}
 }
@@ -255,7 +254,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	// that has gone since.
 	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 443}
 	vs := ipvs.VirtualServer{Key: key, Scheduler: "rr"}
-	for _, err := range k.ipvs.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs},
+	for _, err := range k.IPVS.Write([]ipvs.Op{{Kind: ipvs.AddVS, VS: vs},
 		{Kind: ipvs.AddRS, VS: vs, RS: ipvs.RealServer{Address: netip.MustParseAddr("10.0.0.9"), Port: 6443, Weight: 1}}}) {
 		if err != nil {
 			t.Fatal(err)
@@ -270,21 +269,21 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
 	st, _ := desired.Compute(api, []*discovery.EndpointSlice{eps}, &p.cfg.Config, desired.Node{})
-	_ = k.links.EnsureLink()
-	for _, err := range k.links.AddAddresses(st.Addresses) {
+	_ = k.Links.EnsureLink()
+	for _, err := range k.Links.AddAddresses(st.Addresses) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, s := range desired.IPv4Sets {
-		_ = k.sets.EnsureSet(s)
+		_ = k.Sets.EnsureSet(s)
 	}
 	for _, e := range st.Entries {
-		if err := k.sets.AddEntry(e.Set, e.Entry); err != nil {
+		if err := k.Sets.AddEntry(e.Set, e.Entry); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k.ops()
+	k.Ops()
 
 	p.OnServiceAdd(web)
 	p.OnServiceAdd(api)
@@ -296,7 +295,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	if p.failures != 0 || p.lastFull.IsZero() {
 		t.Fatal("the first sync failed: the critical Service's virtual server was added although the kernel had it")
 	}
-	ops := k.ipvs.TakeOps()
+	ops := k.IPVS.TakeOps()
 	want := []string{
 		"add-rs 10.96.0.1:443/TCP 10.0.0.1:6443",
 		"delete-rs 10.96.0.1:443/TCP 10.0.0.9:6443", // no connections: at once
@@ -307,7 +306,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	if !slices.Equal(got, want) {
 		t.Fatalf("ops %q, want %q: default/kubernetes first, its stale real server deleted", ops, want)
 	}
-	for _, op := range k.ops() {
+	for _, op := range k.Ops() {
 		if strings.Contains(op, "10.96.0.1 ") || strings.HasSuffix(op, "10.96.0.1") || strings.Contains(op, "10.96.0.1,") {
 			t.Errorf("rewrote default/kubernetes's address or ipset entry: %s", op)
 		}
@@ -315,11 +314,11 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 }
 
 func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
-	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	k := fakekernel.Bare()
 	core, logs := observer.New(zap.WarnLevel)
 	critical := []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-system", Name: "kube-dns"}}
 	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, CriticalServices: critical},
-		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}},
 		zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	kube := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kube.Namespace, kube.Name = "default", "kubernetes"
@@ -331,22 +330,22 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 	if len(warned) != 1 || fmt.Sprint(warned[0].ContextMap()["missing"]) != "[kube-system/kube-dns]" {
 		t.Fatalf("want one warning naming kube-system/kube-dns, got %+v", warned)
 	}
-	if !strings.Contains(k.ipvs.Dump(), "10.96.0.1:443/TCP") {
-		t.Fatalf("the critical Service that exists was not programmed:\n%s", k.ipvs.Dump())
+	if !strings.Contains(k.IPVS.Dump(), "10.96.0.1:443/TCP") {
+		t.Fatalf("the critical Service that exists was not programmed:\n%s", k.IPVS.Dump())
 	}
 }
 
 func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
-	k := fakeKernel{ipvs.NewFake(), dummyiface.NewFake(), ipset.NewFake()}
+	k := fakekernel.Bare()
 	calls := make(chan struct{}, 10)
 	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, AfterFirstSync: func() { calls <- struct{}{} }},
-		Kernel{IPVS: k.ipvs, Links: k.links, Sets: k.sets, IPTables: &iptables.Fake{}},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	// The kernel cannot be read: the first sync fails, twice. (A refused
 	// write no longer fails a sync: see statusTable.)
-	k.ipvs.FailReads(errors.New("netlink receive: no buffer space available"))
+	k.IPVS.FailReads(errors.New("netlink receive: no buffer space available"))
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(web)
 	p.SyncNow()
@@ -355,7 +354,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	if len(calls) != 0 || !p.lastFull.IsZero() {
 		t.Fatalf("called %d times after first syncs that could not read the kernel", len(calls))
 	}
-	k.ipvs.FailReads(nil)
+	k.IPVS.FailReads(nil)
 	p.SyncNow()
 	select {
 	case <-calls:
@@ -394,7 +393,7 @@ func TestProxierSyncsBesideBackgroundDriftChecks(t *testing.T) {
 		}
 		if i == 20 {
 			// Drift a check must find: a bound VIP goes.
-			if err := k.links.DeleteAddress(netip.MustParseAddr("10.96.1.0")); err != nil {
+			if err := k.Links.DeleteAddress(netip.MustParseAddr("10.96.1.0")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -408,10 +407,17 @@ func TestProxierSyncsBesideBackgroundDriftChecks(t *testing.T) {
 		vips = append(vips, a)
 	}
 	slices.Sort(vips)
-	if got := k.links.Dump(); got != strings.Join(vips, "\n") {
+	if got := k.Links.Dump(); got != strings.Join(vips, "\n") {
 		t.Errorf("kube-ipvs0 holds\n%s\nwant\n%s", got, strings.Join(vips, "\n"))
 	}
-	if n := strings.Count(k.ipvs.Dump(), "-A "); n != len(want) {
-		t.Errorf("%d virtual servers, want %d:\n%s", n, len(want), k.ipvs.Dump())
+	if n := strings.Count(k.IPVS.Dump(), "-A "); n != len(want) {
+		t.Errorf("%d virtual servers, want %d:\n%s", n, len(want), k.IPVS.Dump())
 	}
+}
+
+// withClock gives p a clock moved by hand, for retry delays.
+func withClock(p *Proxier) *fakekernel.Clock {
+	c := fakekernel.NewClock()
+	p.now = c.Now
+	return c
 }

@@ -10,8 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
 
 // addWeb feeds p Service ns/<name> (vip:80 → ips:8080) and syncs.
@@ -45,37 +47,37 @@ func refusals(ev *recordedEvents) []string {
 func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 	healthy, healthyKernel, _, _ := newTestProxier(t)
 	twoWebServices(healthy)
-	want := kernelLines(healthyKernel)
+	want := healthyKernel.Lines()
 
 	p, k, _, ev := newTestProxier(t)
-	clock := withClock(p.rec)
-	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "add-", "add-", "add-"
+	clock := withClock(p)
+	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "add-", "add-", "add-"
 	twoWebServices(p)
-	if got := kernelLines(k); !slices.Equal(got, want) {
+	if got := k.Lines(); !slices.Equal(got, want) {
 		t.Fatalf("kernel holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	expectNoRefusal(t, p, ev, "adds")
-	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "", "", ""
-	k.ops()
-	clock.advance(time.Minute)
+	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "", "", ""
+	k.Ops()
+	clock.Advance(time.Minute)
 	p.SyncNow()
-	expectOps(t, k) // the belief holds what the kernel does
+	fakekernel.ExpectOps(t, k) // the belief holds what the kernel does
 
 	// Deletes likewise: ns/other, idle, goes at once, every answer lost.
-	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "delete-", "delete-", "delete-"
+	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "delete-", "delete-", "delete-"
 	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
 	p.OnServiceDelete(other)
 	p.SyncNow()
-	if got := kernelLines(k); slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "10.96.0.11") }) {
+	if got := k.Lines(); slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "10.96.0.11") }) {
 		t.Fatalf("ns/other left:\n%s", strings.Join(got, "\n"))
 	}
 	expectNoRefusal(t, p, ev, "deletes")
-	k.ipvs.LoseAcks, k.links.LoseAcks, k.sets.LoseAcks = "", "", ""
-	k.ops()
-	clock.advance(time.Minute)
+	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "", "", ""
+	k.Ops()
+	clock.Advance(time.Minute)
 	p.SyncNow()
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 }
 
 // An add that meets an object already there (one an earlier write whose
@@ -83,16 +85,16 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 // counts as written; a different one is a refusal, and the retry updates it.
 func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
 	p, k, _, ev := newTestProxier(t)
-	clock := withClock(p.rec)
+	clock := withClock(p)
 	twoWebServices(p)
-	k.ops()
+	k.Ops()
 	key := func(vip string) ipvs.Key {
 		return ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80}
 	}
 	pod := ipvs.RealServer{Address: netip.MustParseAddr("10.244.2.1"), Port: 8080, Weight: 1}
 	// Behind the proxier's back: 10.96.0.12 as its Service will want it,
 	// 10.96.0.13 with another scheduler.
-	for i, err := range k.ipvs.Write([]ipvs.Op{
+	for i, err := range k.IPVS.Write([]ipvs.Op{
 		{Kind: ipvs.AddVS, VS: ipvs.VirtualServer{Key: key("10.96.0.12"), Scheduler: "rr"}},
 		{Kind: ipvs.AddRS, VS: ipvs.VirtualServer{Key: key("10.96.0.12")}, RS: pod},
 		{Kind: ipvs.AddVS, VS: ipvs.VirtualServer{Key: key("10.96.0.13"), Scheduler: "sh"}},
@@ -101,13 +103,13 @@ func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
 			t.Fatalf("op %d: %v", i, err)
 		}
 	}
-	k.ops()
+	k.Ops()
 
 	addWeb(p, "same", "10.96.0.12", "10.244.2.1")
 	if r := refusals(ev); len(r) != 0 {
 		t.Fatalf("an add that found what it asked for was reported: %q", r)
 	}
-	if n := failedObjects(t, p, string(kindVirtualServer)) + failedObjects(t, p, string(kindRealServer)); n != 0 {
+	if n := failedObjects(t, p, string(reconciler.KindVirtualServer)) + failedObjects(t, p, string(reconciler.KindRealServer)); n != 0 {
 		t.Fatalf("%v failed IPVS objects, want none", n)
 	}
 
@@ -115,12 +117,12 @@ func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
 	if r := refusals(ev); len(r) != 1 || !strings.Contains(r[0], "10.96.0.13") {
 		t.Fatalf("refusals %q, want one for 10.96.0.13's virtual server", r)
 	}
-	k.ops()
-	clock.advance(2 * time.Second)
+	k.Ops()
+	clock.Advance(2 * time.Second)
 	p.SyncNow()
 	// Its real server went in beside the failed add; the read took it.
-	expectOps(t, k, "update-vs 10.96.0.13:80/TCP")
-	if n := failedObjects(t, p, string(kindVirtualServer)); n != 0 {
+	fakekernel.ExpectOps(t, k, "update-vs 10.96.0.13:80/TCP")
+	if n := failedObjects(t, p, string(reconciler.KindVirtualServer)); n != 0 {
 		t.Fatalf("%v failed virtual servers after the update, want none", n)
 	}
 }
@@ -132,7 +134,7 @@ func expectNoRefusal(t *testing.T, p *Proxier, ev *recordedEvents, writes string
 	if r := refusals(ev); len(r) != 0 {
 		t.Errorf("false refusals of %s: %q", writes, r)
 	}
-	for _, kind := range objectKinds {
+	for _, kind := range reconciler.Kinds {
 		if n := failedObjects(t, p, string(kind)); n != 0 {
 			t.Errorf("%v failed %s objects after the %s, want none", n, kind, writes)
 		}

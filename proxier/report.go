@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
 
 // What one sync tells the operator of its objects at most, in log lines and
@@ -44,36 +45,36 @@ func (p *Proxier) report(in serviceInput, problems []string) {
 // Info line), sets the failed-objects gauge, and returns how many objects
 // are failed now, from the reconciler's outcome and the setup's status.
 // Retries in between are silent.
-func (p *Proxier) reportObjects(out outcome) int {
-	reports := append(out.reports, p.setupStatus.takeReports()...)
+func (p *Proxier) reportObjects(out reconciler.Outcome) int {
+	reports := append(out.Reports, p.setupStatus.TakeReports()...)
 	evented := map[types.NamespacedName]bool{}
 	for i, r := range reports {
 		if i == reportsMax {
 			p.log.Warn("more kernel objects changed status; see the failed objects gauge", zap.Int("unlisted", len(reports)-i))
 			break
 		}
-		fields := []zap.Field{zap.String("kind", string(r.kind)), zap.String("object", r.object)}
-		if r.owner.Name != "" {
-			fields = append(fields, zap.Stringer("service", r.owner))
+		fields := []zap.Field{zap.String("kind", string(r.Kind)), zap.String("object", r.Object)}
+		if r.Owner.Name != "" {
+			fields = append(fields, zap.Stringer("service", r.Owner))
 		}
-		if r.err == nil {
-			p.log.Info("kernel object programmed after failing", append(fields, zap.Int("attempts", r.attempts))...)
+		if r.Err == nil {
+			p.log.Info("kernel object programmed after failing", append(fields, zap.Int("attempts", r.Attempts))...)
 			continue
 		}
-		p.log.Warn("kernel refused an object; retrying it alone with backoff, the rest is programmed", append(fields, zap.Error(r.err))...)
-		if p.events == nil || r.owner.Name == "" || evented[r.owner] {
+		p.log.Warn("kernel refused an object; retrying it alone with backoff, the rest is programmed", append(fields, zap.Error(r.Err))...)
+		if p.events == nil || r.Owner.Name == "" || evented[r.Owner] {
 			continue
 		}
-		if svc := p.changeTracker.service(r.owner); svc != nil {
-			evented[r.owner] = true
+		if svc := p.changeTracker.service(r.Owner); svc != nil {
+			evented[r.Owner] = true
 			p.events.Eventf(svc, nil, v1.EventTypeWarning, "KernelRefused", "Sync",
-				"kube-ipvs-proxy on %s could not program %s %s: %v; retrying", p.cfg.NodeName, strings.ReplaceAll(string(r.kind), "_", " "), r.object, r.err)
+				"kube-ipvs-proxy on %s could not program %s %s: %v; retrying", p.cfg.NodeName, strings.ReplaceAll(string(r.Kind), "_", " "), r.Object, r.Err)
 		}
 	}
 	total := 0
-	counts := out.failed
-	counts[kindSetup] = len(p.setupStatus.failed)
-	for _, kind := range objectKinds {
+	counts := out.Failed
+	counts[reconciler.KindSetup] = p.setupStatus.Count()
+	for _, kind := range reconciler.Kinds {
 		p.metrics.FailedObjects.WithLabelValues(string(kind)).Set(float64(counts[kind]))
 		total += counts[kind]
 	}

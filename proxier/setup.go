@@ -59,15 +59,14 @@ func (p *Proxier) retrySetup(now time.Time, inline bool) {
 			if inline {
 				p.recordSetup(<-p.setupRetry)
 				p.setupRetry = nil
-			} else if f := p.setupStatus.failed[setupKey]; f != nil {
+			} else {
 				// A drift check's failed setup set a retry time meanwhile.
-				f.retryAt = now.Add(p.setupStatus.max)
+				p.setupStatus.PutOff(setupKey, now)
 			}
 		}
 		return
 	}
-	f := p.setupStatus.failed[setupKey]
-	if f == nil || now.Before(f.retryAt) {
+	if !p.setupStatus.Failing(setupKey) || p.setupStatus.Waiting(setupKey, now) {
 		return
 	}
 	if inline {
@@ -76,7 +75,7 @@ func (p *Proxier) retrySetup(now time.Time, inline bool) {
 	}
 	// Put the next retry off while this one runs, so that syncs do not
 	// start another, nor ask the runner for one at once.
-	f.retryAt = now.Add(p.setupStatus.max)
+	p.setupStatus.PutOff(setupKey, now)
 	done := make(chan error, 1)
 	p.setupRetry = done
 	go func() {
@@ -92,7 +91,7 @@ func (p *Proxier) retrySetup(now time.Time, inline bool) {
 // queued change has waited longer than the health timeout, and turns 200
 // again at the first sync after iptables works.
 func (p *Proxier) markSynced() {
-	if p.setupStatus.failed[setupKey] != nil {
+	if p.setupStatus.Failing(setupKey) {
 		return
 	}
 	p.health.Updated()
@@ -105,10 +104,10 @@ const setupKey = "kube-ipvs0, ipsets and iptables chains"
 // recordSetup records the outcome of a setupKernel call, on the sync goroutine.
 func (p *Proxier) recordSetup(err error) {
 	if err == nil {
-		p.setupStatus.ok(setupKey)
+		p.setupStatus.OK(setupKey)
 		return
 	}
-	p.setupStatus.fail(setupKey, err, time.Now(), types.NamespacedName{})
+	p.setupStatus.Fail(setupKey, err, time.Now(), types.NamespacedName{})
 }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets

@@ -1,7 +1,6 @@
 package proxier
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,10 +13,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
 
 // twoWebServices feeds p Service ns/web (10.96.0.10:80 → 10.244.0.1 and
@@ -42,41 +42,19 @@ func twoWebServices(p *Proxier) {
 	p.SyncNow()
 }
 
-// kernelLines is every fake kernel table's dump, one object a line.
-func kernelLines(k fakeKernel) []string {
-	var out []string
-	for _, d := range []string{k.ipvs.Dump(), k.links.Dump(), k.sets.Dump()} {
-		if d != "" {
-			out = append(out, strings.Split(d, "\n")...)
-		}
-	}
-	return out
-}
-
 // failedAttempts is how often the one failed object of a kind was tried.
-func failedAttempts(t *testing.T, p *Proxier, kind objectKind) int {
+func failedAttempts(t *testing.T, p *Proxier, kind reconciler.Kind) int {
 	t.Helper()
-	var all []*failure
-	switch kind {
-	case kindRealServer:
-		for _, t := range p.rec.rsStatus.byVS {
-			for _, f := range t.failed {
-				all = append(all, f)
-			}
-		}
-	case kindAddress:
-		for _, f := range p.rec.addr.status.failed {
-			all = append(all, f)
-		}
-	case kindSetEntry:
-		for _, f := range p.rec.entry.status.failed {
+	var all []reconciler.FailedObject
+	for _, f := range p.rec.Failed() {
+		if f.Kind == kind {
 			all = append(all, f)
 		}
 	}
 	if len(all) != 1 {
 		t.Fatalf("%d failed %s objects, want 1", len(all), kind)
 	}
-	return all[0].attempts
+	return all[0].Attempts
 }
 
 // One object the kernel refuses fails alone: every other object is
@@ -84,34 +62,34 @@ func failedAttempts(t *testing.T, p *Proxier, kind objectKind) int {
 // stays 200, and once the kernel takes it the status, gauge and log recover.
 func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 	cases := []struct {
-		kind    objectKind
+		kind    reconciler.Kind
 		refuse  string // the fake's op
 		missing string // its line in kernelLines
 	}{
-		{kindRealServer, "add-rs 10.96.0.10:80/TCP 10.244.0.2:8080", "-a 10.96.0.10:80/TCP -r 10.244.0.2:8080 -w 1"},
-		{kindAddress, "add-addr 10.96.0.10", "10.96.0.10"},
-		{kindSetEntry, "add-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80"},
+		{reconciler.KindRealServer, "add-rs 10.96.0.10:80/TCP 10.244.0.2:8080", "-a 10.96.0.10:80/TCP -r 10.244.0.2:8080 -w 1"},
+		{reconciler.KindAddress, "add-addr 10.96.0.10", "10.96.0.10"},
+		{reconciler.KindSetEntry, "add-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80"},
 	}
 	// What the kernel holds when nothing is refused.
 	healthyProxier, healthyKernel, _, _ := newTestProxier(t)
 	twoWebServices(healthyProxier)
-	want := kernelLines(healthyKernel)
+	want := healthyKernel.Lines()
 
 	for _, c := range cases {
 		t.Run(string(c.kind), func(t *testing.T) {
 			logs, seen := observer.New(zapcore.DebugLevel)
 			health := healthz.New(20 * time.Millisecond)
 			p, k, _, ev := newLoggingProxier(t, zap.New(logs), health)
-			clock := withClock(p.rec)
-			k.ipvs.Refuse(c.refuse)
-			k.links.Refuse(c.refuse)
-			k.sets.Refuse(c.refuse)
+			clock := withClock(p)
+			k.IPVS.Refuse(c.refuse)
+			k.Links.Refuse(c.refuse)
+			k.Sets.Refuse(c.refuse)
 
 			p.OnServicesSynced() // queued changes start health's clock
 			p.health.QueuedUpdate()
 			twoWebServices(p)
 			wantNow := slices.DeleteFunc(slices.Clone(want), func(l string) bool { return l == c.missing })
-			if got := kernelLines(k); !slices.Equal(got, wantNow) {
+			if got := k.Lines(); !slices.Equal(got, wantNow) {
 				t.Fatalf("kernel holds\n%s\nwant everything but %q:\n%s", strings.Join(got, "\n"), c.missing, strings.Join(wantNow, "\n"))
 			}
 			if n := failedObjects(t, p, string(c.kind)); n != 1 {
@@ -128,25 +106,25 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 			}
 
 			// Retried alone, after 1 s, then 2 s, then 4 s.
-			k.ops()
+			k.Ops()
 			for _, step := range []struct {
 				wait     time.Duration
 				attempts int
 			}{{0, 1}, {time.Second, 2}, {time.Second, 2}, {time.Second, 3}, {3 * time.Second, 3}, {time.Second, 4}} {
-				clock.advance(step.wait)
+				clock.Advance(step.wait)
 				p.SyncNow()
 				if got := failedAttempts(t, p, c.kind); got != step.attempts {
 					t.Fatalf("after %s more: %d attempts, want %d", step.wait, got, step.attempts)
 				}
-				expectOps(t, k) // nothing else is written again
+				fakekernel.ExpectOps(t, k) // nothing else is written again
 			}
 
-			k.ipvs.Refuse("")
-			k.links.Refuse("")
-			k.sets.Refuse("")
-			clock.advance(8 * time.Second)
+			k.IPVS.Refuse("")
+			k.Links.Refuse("")
+			k.Sets.Refuse("")
+			clock.Advance(8 * time.Second)
 			p.SyncNow()
-			if got := kernelLines(k); !slices.Equal(got, want) {
+			if got := k.Lines(); !slices.Equal(got, want) {
 				t.Fatalf("after the kernel takes it, kernel holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if n := failedObjects(t, p, string(c.kind)); n != 0 {
@@ -159,24 +137,5 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 				t.Errorf("%d recovery lines naming 4 attempts, want 1", i)
 			}
 		})
-	}
-}
-
-// An object made due at once (its Service changed) still asks for a run:
-// nextRetry's zero means nothing failed.
-func TestStatusDueAtOnceStillAsksForARetry(t *testing.T) {
-	s := newStatusTable[string](kindSetup, time.Minute)
-	now := time.Now()
-	s.fail("x", errors.New("refused"), now, types.NamespacedName{})
-	if got := s.nextRetry(); !got.Equal(now.Add(retryFirst)) {
-		t.Fatalf("next retry %v, want %v", got, now.Add(retryFirst))
-	}
-	s.retryNow("x")
-	if got := s.nextRetry(); got.IsZero() || got.After(now) || s.waiting("x", now) {
-		t.Fatalf("next retry %v after retryNow, want due at once and not zero", got)
-	}
-	s.ok("x")
-	if got := s.nextRetry(); !got.IsZero() {
-		t.Fatalf("next retry %v with nothing failed, want zero", got)
 	}
 }

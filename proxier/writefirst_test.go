@@ -29,18 +29,18 @@ func TestChangedServicesAreWrittenFirst(t *testing.T) {
 	p.SyncNow()
 	for i := range 100 {
 		key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.10"), Protocol: ipvs.TCP, Port: uint16(1000 + i)}
-		if err := k.ipvs.DeleteVirtualServer(key); err != nil {
+		if err := k.IPVS.DeleteVirtualServer(key); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k.ipvs.TakeOps()
+	k.IPVS.TakeOps()
 
 	small := testobj.Service("10.96.0.20", testobj.Port("", v1.ProtocolTCP, 80))
 	small.Name = "small"
 	p.OnServiceAdd(small)
 	p.needFull = true // the drift check finds big's virtual servers gone
 	p.SyncNow()
-	ops := k.ipvs.TakeOps()
+	ops := k.IPVS.TakeOps()
 	if len(ops) != 101 || !strings.HasPrefix(ops[0], "add-vs 10.96.0.20:80/TCP") {
 		t.Fatalf("%d IPVS writes, the first %q; want 101, the changed Service's first", len(ops), ops[0])
 	}

@@ -6,8 +6,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
+
+// Name is ns/n.
+func Name(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
 
 // Service is a ClusterIP Service ns/s on ip.
 func Service(ip string, ports ...v1.ServicePort) *v1.Service {

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"hash/maphash"
@@ -36,7 +36,7 @@ type readTimes struct{ virtualServers, realServers, addresses, sets time.Duratio
 
 // beginRead starts recording written keys and plans whose real servers the
 // read dumps; call it holding r.mu before readKernel starts.
-func (r *reconciler) beginRead() {
+func (r *Reconciler) beginRead() {
 	r.vs.beginRead()
 	r.addr.beginRead()
 	r.entry.beginRead()
@@ -58,7 +58,7 @@ func (r *reconciler) beginRead() {
 // hashes every believed key (~0.3 s at 50k in the test VM), so it holds
 // r.mu a slice at a time, like adopt; keys written meanwhile are marked
 // written, and adopt leaves them alone.
-func (r *reconciler) planShare() {
+func (r *Reconciler) planShare() {
 	if r.plan.shares <= 1 || r.plan.share == 0 {
 		return
 	}
@@ -124,7 +124,7 @@ const tableReadMax = 5000
 // reads only handles, immutable fields, the plan beginRead and planShare
 // made and, holding r.mu, the sets' believed counts, so it runs without
 // r.mu while apply writes.
-func (r *reconciler) readKernel() (*kernelView, error) {
+func (r *Reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[desired.SetEntry]struct{}{}}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
@@ -169,13 +169,13 @@ func (r *reconciler) readKernel() (*kernelView, error) {
 // dumpRealServers and getVirtualServer are a drift check's
 // per-virtual-server requests, each made after any write that is waiting
 // (see writesFirst).
-func (r *reconciler) dumpRealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
+func (r *Reconciler) dumpRealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
 	r.writesFirst.RLock()
 	defer r.writesFirst.RUnlock()
 	return r.ipvs.RealServers(k)
 }
 
-func (r *reconciler) getVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, error) {
+func (r *Reconciler) getVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, error) {
 	r.writesFirst.RLock()
 	defer r.writesFirst.RUnlock()
 	return r.ipvs.GetVirtualServer(k)
@@ -185,7 +185,7 @@ func (r *reconciler) getVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, err
 // them all: a real-server dump each, which is empty for a missing one, and
 // a request for the virtual server itself where an empty answer is what
 // the belief expects, to tell the two apart.
-func (r *reconciler) readShare(v *kernelView) error {
+func (r *Reconciler) readShare(v *kernelView) error {
 	v.only = r.plan.believed
 	for k, b := range r.plan.believed {
 		reals, err := r.dumpRealServers(k)
@@ -213,7 +213,7 @@ func (r *reconciler) readShare(v *kernelView) error {
 
 // readMembers reads the dummy link's addresses and our ipsets' entries into
 // v, and returns v, or nil if a read failed.
-func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kernelView, error) {
+func (r *Reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kernelView, error) {
 	addrs, err := r.addrs.Addresses()
 	if err != nil {
 		return nil, err
@@ -259,7 +259,7 @@ func (r *reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 // the whole kernel, it is what lets a few Services be written safely: adding
 // a virtual server that exists fails, stale real servers must be seen to be
 // removed, and objects in place must not be written again.
-func (r *reconciler) readServices(names []types.NamespacedName) error {
+func (r *Reconciler) readServices(names []types.NamespacedName) error {
 	var bound map[netip.Addr]bool
 	for _, n := range names {
 		st := r.byService[n]
@@ -292,7 +292,7 @@ func (r *reconciler) readServices(names []types.NamespacedName) error {
 	return nil
 }
 
-func (r *reconciler) readVirtualServer(k ipvs.Key) error {
+func (r *Reconciler) readVirtualServer(k ipvs.Key) error {
 	rd, err := r.readOne(k)
 	if err != nil {
 		return err

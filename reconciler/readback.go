@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ type vsReadBack struct {
 // readBackVirtualServers reads back the virtual servers of the ops that
 // failed in a way that may not be a refusal (ipvs.Unconfirmed); nil if
 // none did. Apply holds writesFirst, so it asks r.ipvs directly.
-func (r *reconciler) readBackVirtualServers(ops []ipvs.Op, errs []error) map[ipvs.Key]*vsReadBack {
+func (r *Reconciler) readBackVirtualServers(ops []ipvs.Op, errs []error) map[ipvs.Key]*vsReadBack {
 	var out map[ipvs.Key]*vsReadBack
 	for i, err := range errs {
 		op := ops[i]
@@ -92,7 +92,7 @@ func (rb *vsReadBack) holds(op ipvs.Op) bool {
 // outcomes were recorded: the read is newer than all of them, and a retry
 // then writes what differs (an update where an add met a different object,
 // not the same add again).
-func (r *reconciler) takeReadBack(k ipvs.Key, rb *vsReadBack) {
+func (r *Reconciler) takeReadBack(k ipvs.Key, rb *vsReadBack) {
 	if rb.err != nil {
 		return
 	}
@@ -121,7 +121,7 @@ func (r *reconciler) takeReadBack(k ipvs.Key, rb *vsReadBack) {
 func unknownOutcome(err error) bool { return errors.Is(err, nlbatch.ErrOutcomeUnknown) }
 
 // boundOf reads back which of addrs are bound to kube-ipvs0: one list.
-func (r *reconciler) boundOf(addrs []netip.Addr) (map[netip.Addr]bool, error) {
+func (r *Reconciler) boundOf(addrs []netip.Addr) (map[netip.Addr]bool, error) {
 	list, err := r.addrs.Addresses()
 	if err != nil {
 		return nil, fmt.Errorf("read back addresses: %w", err)
@@ -138,7 +138,7 @@ func (r *reconciler) boundOf(addrs []netip.Addr) (map[netip.Addr]bool, error) {
 }
 
 // entriesHeld reads back which of entries their sets hold: a test each.
-func (r *reconciler) entriesHeld(entries []desired.SetEntry) (map[desired.SetEntry]bool, error) {
+func (r *Reconciler) entriesHeld(entries []desired.SetEntry) (map[desired.SetEntry]bool, error) {
 	out := make(map[desired.SetEntry]bool, len(entries))
 	for _, e := range entries {
 		ok, err := r.sets.Has(e.Set, e.Entry)

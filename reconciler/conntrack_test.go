@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -30,11 +32,11 @@ func udpState(vip string, reals ...string) desired.State {
 }
 
 func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	ct := &fakeConntrack{}
 	r.conntrack = ct
-	svc := name("dns")
+	svc := testobj.Name("dns")
 
 	r.setService(svc, udpState("10.96.0.10", "10.244.0.1:5353", "10.244.0.2:5353"))
 	mustApply(t, r)
@@ -48,7 +50,7 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	if len(ct.cleared) != 1 || len(ct.cleared[0]) != 1 || !equalStale(ct.cleared[0][0], want) {
 		t.Fatalf("cleared %v, want one pass for %v", ct.cleared, want)
 	}
-	if got := r.takeWork().conntrackCleared[desired.IPv4]; got != 1 {
+	if got := r.takeWork().ConntrackCleared[desired.IPv4]; got != 1 {
 		t.Errorf("work counts %d cleared entries, want 1", got)
 	}
 
@@ -63,9 +65,9 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	}
 
 	// TCP real servers drain instead; their flows are left alone.
-	r.setService(name("web"), state("10.96.0.11", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	r.setService(testobj.Name("web"), state("10.96.0.11", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
 	mustApply(t, r)
-	r.setService(name("web"), state("10.96.0.11", 80, "10.244.0.2:8080"))
+	r.setService(testobj.Name("web"), state("10.96.0.11", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
 	if len(ct.cleared) != 1 {
 		t.Errorf("a TCP real server's removal cleared flows: %v", ct.cleared[1:])
@@ -77,7 +79,7 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	if len(ct.cleared) != 2 {
 		t.Fatalf("replacing the real server cleared %v, want a second pass", ct.cleared)
 	}
-	if err := r.takeWork().conntrackErr; err == nil {
+	if err := r.takeWork().ConntrackErr; err == nil {
 		t.Error("a failed clear was not reported")
 	}
 	if len(r.staleFlows) != 0 {

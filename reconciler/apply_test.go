@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // Replacing every Service's endpoint, with the deletes interleaved per
@@ -13,24 +15,24 @@ import (
 // searches. Every add and update of a sync is written before any delete,
 // across more ops than one write holds.
 func TestDeletesFollowEveryAddOfASync(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	n := opsPerWrite + 10 // more adds than one write holds
 	vip := func(i int) string { return fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff) }
 	for i := range n {
-		r.setService(name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.1:8080"))
+		r.setService(testobj.Name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.1:8080"))
 	}
-	r.setService(name("gone"), state("10.97.0.1", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("gone"), state("10.97.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
 	mustRefresh(t, r) // the kernel read: no real server carries connections
-	k.ipvs.TakeOps()
+	k.IPVS.TakeOps()
 
 	for i := range n {
-		r.setService(name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.2:8080"))
+		r.setService(testobj.Name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.2:8080"))
 	}
-	r.setService(name("gone"), desired.State{})
+	r.setService(testobj.Name("gone"), desired.State{})
 	mustApply(t, r)
-	ops := k.ipvs.TakeOps()
+	ops := k.IPVS.TakeOps()
 	adds, deletes, firstDelete := 0, 0, -1
 	for i, op := range ops {
 		switch {

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 // takes seconds in a small VM, so adopt releases r.mu every adoptSlice keys
 // and while it re-reads, letting a waiting sync run; keys that sync writes
 // are then left alone like those written during the read.
-func (r *reconciler) adopt(v *kernelView) (map[ipvs.Key]bool, error) {
+func (r *Reconciler) adopt(v *kernelView) (map[ipvs.Key]bool, error) {
 	pause := r.pacer()
 
 	// Virtual servers where the read and the belief disagree are read
@@ -87,7 +87,7 @@ func sameMember[K comparable](K, struct{}, struct{}) bool { return true }
 // change while l is released; Go defines a range over a map that changes
 // meanwhile (entries added may or may not be visited), and a key written
 // meanwhile is skipped by its written mark.
-func (r *reconciler) pacer() func() {
+func (r *Reconciler) pacer() func() {
 	n := 0
 	return func() {
 		if n++; n%r.adoptSlice == 0 {
@@ -100,7 +100,7 @@ func (r *reconciler) pacer() func() {
 
 // ours says whether the reconciler manages virtual server k: one it wants,
 // or one outside --ipvs-exclude-cidrs.
-func (r *reconciler) ours(k ipvs.Key) bool {
+func (r *Reconciler) ours(k ipvs.Key) bool {
 	if !r.excluded(k.Address) {
 		return true
 	}
@@ -110,7 +110,7 @@ func (r *reconciler) ours(k ipvs.Key) bool {
 
 // notOurAddress says an address on kube-ipvs0 is someone else's: inside
 // --ipvs-exclude-cidrs and wanted by no Service. Upstream unbinds those.
-func (r *reconciler) notOurAddress(a netip.Addr) bool {
+func (r *Reconciler) notOurAddress(a netip.Addr) bool {
 	if !r.excluded(a) {
 		return false
 	}
@@ -133,7 +133,7 @@ type reading struct {
 // costs requests per disagreement, not per virtual server. It touches only
 // the kernel, so it runs without the reconciler's lock; a virtual server it
 // fails to read keeps its belief until the next drift check.
-func (r *reconciler) reread(keys []ipvs.Key) ([]reading, error) {
+func (r *Reconciler) reread(keys []ipvs.Key) ([]reading, error) {
 	var out []reading
 	var errs []error
 	for _, k := range keys {
@@ -148,7 +148,7 @@ func (r *reconciler) reread(keys []ipvs.Key) ([]reading, error) {
 }
 
 // readOne reads one virtual server with its real servers: two requests.
-func (r *reconciler) readOne(k ipvs.Key) (reading, error) {
+func (r *Reconciler) readOne(k ipvs.Key) (reading, error) {
 	vs, ok, err := r.getVirtualServer(k)
 	if err != nil || !ok {
 		return reading{key: k}, err

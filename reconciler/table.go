@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"time"
@@ -26,7 +26,7 @@ type table[K comparable, W, H any] struct {
 	want   owners[K, W]
 	have   map[K]H
 	dirty  map[K]bool
-	status statusTable[K]
+	status StatusTable[K]
 	// written records the keys written while a drift check's read is in
 	// flight: for them the belief is newer than the read (nil otherwise).
 	written map[K]bool
@@ -35,10 +35,10 @@ type table[K comparable, W, H any] struct {
 	counted func(k K, delta int)
 }
 
-func newTable[K comparable, W, H any](kind objectKind, retryMax time.Duration) table[K, W, H] {
+func newTable[K comparable, W, H any](kind Kind, retryMax time.Duration) table[K, W, H] {
 	return table[K, W, H]{
 		want: owners[K, W]{}, have: map[K]H{}, dirty: map[K]bool{},
-		status: newStatusTable[K](kind, retryMax),
+		status: NewStatusTable[K](kind, retryMax),
 	}
 }
 
@@ -58,7 +58,7 @@ func (t *table[K, W, H]) delete(k K, owner types.NamespacedName) {
 // may have changed.
 func (t *table[K, W, H]) mark(k K) {
 	t.dirty[k] = true
-	t.status.retryNow(k)
+	t.status.RetryNow(k)
 }
 
 // wrote records a write of k, if a read is in flight.

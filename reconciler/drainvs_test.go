@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"net/netip"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -16,31 +18,31 @@ import (
 // node port) goes at once; one re-created meanwhile is served again as it
 // was.
 func TestDeletedServiceDrains(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	web := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	pod := netip.MustParseAddrPort("10.244.0.1:8080")
-	r.setService(name("web"), state("10.96.0.1", 80, pod.String()))
-	r.setService(name("dns"), udpState("10.96.0.2", "10.244.0.2:5353"))
-	r.setService(name("empty"), state("10.96.0.3", 80))
+	r.setService(testobj.Name("web"), state("10.96.0.1", 80, pod.String()))
+	r.setService(testobj.Name("dns"), udpState("10.96.0.2", "10.244.0.2:5353"))
+	r.setService(testobj.Name("empty"), state("10.96.0.3", 80))
 	nodePort := state("10.96.0.4", 80, "10.244.0.4:8080")
 	nodePort.VirtualServers = append(nodePort.VirtualServers, desired.VirtualServer{
 		Virtual: ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.2.15"), Protocol: ipvs.TCP, Port: 30080}, Scheduler: "rr"},
 		Reals:   []ipvs.RealServer{{Address: netip.MustParseAddr("10.244.0.4"), Port: 8080, Weight: 1}},
 	})
-	r.setService(name("np"), nodePort)
+	r.setService(testobj.Name("np"), nodePort)
 	mustApply(t, r)
-	k.ops()
-	k.ipvs.SetConnections(web, pod, 1, 0)
-	r.setService(name("np"), state("10.96.0.4", 80, "10.244.0.4:8080"))
+	k.Ops()
+	k.IPVS.SetConnections(web, pod, 1, 0)
+	r.setService(testobj.Name("np"), state("10.96.0.4", 80, "10.244.0.4:8080"))
 	mustApply(t, r)
-	expectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
+	fakekernel.ExpectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
 
 	for _, n := range []string{"web", "dns", "empty"} {
-		r.setService(name(n), desired.State{})
+		r.setService(testobj.Name(n), desired.State{})
 	}
 	mustApply(t, r)
-	expectOps(t, k,
+	fakekernel.ExpectOps(t, k,
 		"delete-addr 10.96.0.2", "delete-addr 10.96.0.3",
 		"delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-CLUSTER-IP 10.96.0.2,udp:53", "delete-entry KUBE-CLUSTER-IP 10.96.0.3,tcp:80",
 		"delete-entry KUBE-IPVS-IPS 10.96.0.2", "delete-entry KUBE-IPVS-IPS 10.96.0.3",
@@ -50,29 +52,29 @@ func TestDeletedServiceDrains(t *testing.T) {
 	// The connection lasts: drift checks keep everything.
 	mustRefresh(t, r)
 	mustRefresh(t, r)
-	expectOps(t, k)
-	if has, _ := k.sets.Has(desired.SetIPVSIPs, ipset.Entry{IP: web.Address}); !has {
+	fakekernel.ExpectOps(t, k)
+	if has, _ := k.Sets.Has(desired.SetIPVSIPs, ipset.Entry{IP: web.Address}); !has {
 		t.Error("the draining VIP left KUBE-IPVS-IPS: the node's own ports would answer on it")
 	}
 
 	// Re-created while draining: served again, nothing deleted.
-	r.setService(name("web"), state("10.96.0.1", 80, pod.String()))
+	r.setService(testobj.Name("web"), state("10.96.0.1", 80, pod.String()))
 	mustApply(t, r)
-	expectOps(t, k, "add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
-	k.ipvs.SetConnections(web, pod, 0, 0)
+	fakekernel.ExpectOps(t, k, "add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
+	k.IPVS.SetConnections(web, pod, 0, 0)
 	mustRefresh(t, r)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	// Deleted again once the connection has ended: it all goes at once,
 	// with no weight-0 leftover until a drift check.
-	r.setService(name("web"), desired.State{})
+	r.setService(testobj.Name("web"), desired.State{})
 	mustApply(t, r)
-	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
+	fakekernel.ExpectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
 		"delete-vs 10.96.0.1:80/TCP")
 	mustRefresh(t, r)
-	expectOps(t, k)
-	if len(r.drainingVS) != 0 || k.links.Dump() != "10.96.0.4" {
-		t.Errorf("left draining %v, addresses %q", r.drainingVS, k.links.Dump())
+	fakekernel.ExpectOps(t, k)
+	if len(r.drainingVS) != 0 || k.Links.Dump() != "10.96.0.4" {
+		t.Errorf("left draining %v, addresses %q", r.drainingVS, k.Links.Dump())
 	}
 }
 
@@ -81,24 +83,24 @@ func TestDeletedServiceDrains(t *testing.T) {
 // upstream deletes them, and only those that carry connections drain. The
 // decision costs one real-server dump of the virtual server concerned.
 func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	d := dumpsOnly{Interface: k.IPVS, dumped: map[ipvs.Key]int{}}
 	r.ipvs = d
 	pods := []string{"10.244.0.1:8080", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080"}
-	r.setService(name("web"), state("10.96.0.1", 80, pods...))
-	r.setService(name("api"), state("10.96.0.2", 80, pods...))
+	r.setService(testobj.Name("web"), state("10.96.0.1", 80, pods...))
+	r.setService(testobj.Name("api"), state("10.96.0.2", 80, pods...))
 	mustApply(t, r)
-	k.ops()
+	k.Ops()
 	clear(d.dumped)
 	web := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	api := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
 
 	// web's port moves; nothing is connected to it: the old virtual server
 	// goes whole, at once.
-	r.setService(name("web"), state("10.96.0.1", 81, pods...))
+	r.setService(testobj.Name("web"), state("10.96.0.1", 81, pods...))
 	mustApply(t, r)
-	if got := k.ipvs.Dump(); strings.Contains(got, "10.96.0.1:80/TCP") {
+	if got := k.IPVS.Dump(); strings.Contains(got, "10.96.0.1:80/TCP") {
 		t.Errorf("the moved port's old virtual server is left:\n%s", got)
 	}
 	if d.dumped[web] != 1 {
@@ -108,38 +110,38 @@ func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 	// api loses three endpoints, one of which has a connection in
 	// TIME_WAIT: it alone drains.
 	busy := netip.MustParseAddrPort("10.244.0.5:8080")
-	k.ipvs.SetConnections(api, busy, 0, 1)
-	k.ops()
-	r.setService(name("api"), state("10.96.0.2", 80, pods[:2]...))
+	k.IPVS.SetConnections(api, busy, 0, 1)
+	k.Ops()
+	r.setService(testobj.Name("api"), state("10.96.0.2", 80, pods[:2]...))
 	mustApply(t, r)
-	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.3:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.4:8080",
+	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.3:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.4:8080",
 		"update-rs 10.96.0.2:80/TCP 10.244.0.5:8080 weight=0")
 	if d.dumped[api] != 1 {
 		t.Errorf("api dumped %d times, want once", d.dumped[api])
 	}
 	// Its port moves too: the old virtual server drains with its one busy
 	// real server, the idle ones going at once; the new one is served.
-	r.setService(name("api"), state("10.96.0.2", 81, pods[:2]...))
+	r.setService(testobj.Name("api"), state("10.96.0.2", 81, pods[:2]...))
 	mustApply(t, r)
-	expectOps(t, k, "add-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:81", "add-vs 10.96.0.2:81/TCP",
+	fakekernel.ExpectOps(t, k, "add-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:81", "add-vs 10.96.0.2:81/TCP",
 		"add-rs 10.96.0.2:81/TCP 10.244.0.1:8080", "add-rs 10.96.0.2:81/TCP 10.244.0.2:8080",
 		"delete-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:80",
 		"delete-rs 10.96.0.2:80/TCP 10.244.0.1:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.2:8080")
 	if d.dumped[api] != 2 {
 		t.Errorf("api dumped %d times after two changes, want twice", d.dumped[api])
 	}
-	k.ipvs.SetConnections(api, busy, 0, 0)
+	k.IPVS.SetConnections(api, busy, 0, 0)
 	mustRefresh(t, r)
-	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.5:8080", "delete-vs 10.96.0.2:80/TCP")
+	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.5:8080", "delete-vs 10.96.0.2:80/TCP")
 }
 
 // A Service of very many virtual servers lets them go: one sync reads at
 // most drainReadsMax of them to see whether they carry connections; the
 // rest drain, and a drift check deletes them once it sees none.
 func TestDrainReadsAreBoundedPerSync(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	d := dumpsOnly{Interface: k.IPVS, dumped: map[ipvs.Key]int{}}
 	r.ipvs = d
 	var big desired.State
 	for port := range uint16(drainReadsMax + 6) {
@@ -149,12 +151,12 @@ func TestDrainReadsAreBoundedPerSync(t *testing.T) {
 	}
 	big.Addresses = []netip.Addr{netip.MustParseAddr("10.96.0.1")}
 	big.Entries = append(big.Entries, desired.SetEntry{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: big.Addresses[0]}})
-	r.setService(name("big"), big)
+	r.setService(testobj.Name("big"), big)
 	mustApply(t, r)
 	clear(d.dumped)
 
-	r.record([]serviceChange{{name: name("big")}}) // deleted
-	r.sync(nil, nil)
+	r.Record([]Change{{Name: testobj.Name("big")}}) // deleted
+	r.Sync(nil, nil)
 	dumps := 0
 	for _, n := range d.dumped {
 		dumps += n
@@ -162,7 +164,7 @@ func TestDrainReadsAreBoundedPerSync(t *testing.T) {
 	if dumps > drainReadsMax {
 		t.Errorf("%d real-server dumps in one sync, want at most %d", dumps, drainReadsMax)
 	}
-	if left := strings.Count(k.ipvs.Dump(), "-A "); left == 0 || left > 6 {
+	if left := strings.Count(k.IPVS.Dump(), "-A "); left == 0 || left > 6 {
 		t.Errorf("%d virtual servers left to drain, want the few past the budget", left)
 	}
 
@@ -170,7 +172,7 @@ func TestDrainReadsAreBoundedPerSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustApply(t, r)
-	if got := k.ipvs.Dump(); got != "" {
+	if got := k.IPVS.Dump(); got != "" {
 		t.Errorf("the drift check did not delete what drained:\n%s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"slices"
@@ -36,7 +36,7 @@ func vipEntry(k ipvs.Key) desired.SetEntry {
 // and its real servers carry connections: one dump of k's real servers,
 // which the apply that follows uses too. setService calls it for each
 // virtual server a Service lets go.
-func (r *reconciler) startDrain(k ipvs.Key) {
+func (r *Reconciler) startDrain(k ipvs.Key) {
 	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.drainingVS[k] {
 		return
 	}
@@ -64,7 +64,7 @@ func (r *reconciler) startDrain(k ipvs.Key) {
 
 // endDrain lets k's address go and marks k dirty: wanted again, it is
 // programmed as such; still unwanted, the next apply deletes it.
-func (r *reconciler) endDrain(k ipvs.Key) {
+func (r *Reconciler) endDrain(k ipvs.Key) {
 	if !r.drainingVS[k] {
 		return
 	}
@@ -77,20 +77,20 @@ func (r *reconciler) endDrain(k ipvs.Key) {
 
 // drainsWhole says whether apply keeps unwanted virtual server k, held as
 // have, for its real servers to drain.
-func (r *reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
+func (r *Reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
 	return r.drainingVS[k] && have.real.len() > 0
 }
 
 // wantEntry and unwantEntry record that owner wants set entry e, or no
 // longer does, keeping each set's count of wanted entries.
-func (r *reconciler) wantEntry(e desired.SetEntry, owner types.NamespacedName) {
+func (r *Reconciler) wantEntry(e desired.SetEntry, owner types.NamespacedName) {
 	if _, already := r.entry.want.get(e); !already {
 		r.wantedCount[e.Set]++
 	}
 	r.entry.update(e, owner, struct{}{})
 }
 
-func (r *reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName) {
+func (r *Reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName) {
 	_, had := r.entry.want.get(e)
 	r.entry.delete(e, owner)
 	if _, still := r.entry.want.get(e); had && !still {
@@ -102,4 +102,4 @@ func (r *reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName)
 // applies: a virtual server they did not plan (its retry not due, or not
 // among the first Services) reads afresh when it is planned. The next sync
 // has a fresh budget of reads.
-func (r *reconciler) forgetDrainRead() { r.drainRead, r.drainReads = nil, 0 }
+func (r *Reconciler) forgetDrainRead() { r.drainRead, r.drainReads = nil, 0 }

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 // endDrained ends the drain of the unwanted virtual servers whose real
 // servers are all gone, so that the next apply deletes them.
-func (r *reconciler) endDrained() {
+func (r *Reconciler) endDrained() {
 	for k := range r.drainingVS {
 		if h, ok := r.vs.have[k]; !ok || h.real.len() == 0 {
 			r.endDrain(k)
@@ -31,7 +31,7 @@ func connected(rs ipvs.RealServer) bool { return rs.ActiveConns+rs.InactiveConns
 // kernel directly; what startDrain read in this sync serves instead. Nil
 // when the read fails: its real servers then drain, and the drift check
 // decides.
-func (r *reconciler) connectionsOf(k ipvs.Key) *realSet {
+func (r *Reconciler) connectionsOf(k ipvs.Key) *realSet {
 	if read, ok := r.drainRead[k]; ok {
 		delete(r.drainRead, k)
 		return read
@@ -50,7 +50,7 @@ const drainReadsMax = 1024
 // when the sync's budget is spent or the read fails. Its callers hold r.mu
 // with no apply writing meanwhile, or are the apply, which holds
 // writesFirst: either way the kernel is asked directly.
-func (r *reconciler) readForDrain(k ipvs.Key) *realSet {
+func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
 	if r.drainReads >= drainReadsMax {
 		return nil
 	}
@@ -66,7 +66,7 @@ func (r *reconciler) readForDrain(k ipvs.Key) *realSet {
 // kernel was read, from the read's counters: no request per virtual server on
 // the sync goroutine. Virtual servers written during the read wait for the
 // next drift check, as their counters may predate the write.
-func (r *reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
+func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 	var ops []ipvs.Op
 	for k, ids := range r.draining {
 		seen := v.vs[k].real

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"net/netip"

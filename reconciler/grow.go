@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // ensureCapacity grows set, if needed, to take adding more entries to what
 // it is believed to hold. It runs in the entries lane, which alone touches
 // sets and capacity.
-func (r *reconciler) ensureCapacity(set string, more int) error {
+func (r *Reconciler) ensureCapacity(set string, more int) error {
 	capacity, known := r.capacity[set]
 	if !known {
 		c, err := r.sets.Capacity(set)

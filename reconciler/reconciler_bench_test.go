@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -23,20 +24,20 @@ import (
 // goroutine's share (adopt and apply) of the real drift check's CPU, and
 // the longest a sync waits for a background adopt (max-hold-µs).
 func BenchmarkDriftCheck(b *testing.B) {
-	k := newFakeKernel(&testing.T{})
-	r := k.reconciler()
+	k := fakekernel.New(&testing.T{})
+	r := testReconciler(k)
 	for i := 0; i < 10000; i++ {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
 		var reals []string
 		for j := 0; j < 10; j++ {
 			reals = append(reals, fmt.Sprintf("10.%d.%d.%d:8080", 100+j, byte(i>>8), byte(i)))
 		}
-		r.setService(name(fmt.Sprint(i)), state(vip.String(), 80, reals...))
+		r.setService(testobj.Name(fmt.Sprint(i)), state(vip.String(), 80, reals...))
 	}
 	if errs := r.apply(); len(errs) > 0 {
 		b.Fatal(errs)
 	}
-	k.ops()
+	k.Ops()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var l holdTimer
@@ -59,7 +60,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(l.longest.Microseconds()), "max-hold-µs")
-	if ops := k.ops(); len(ops) > 0 {
+	if ops := k.Ops(); len(ops) > 0 {
 		b.Fatalf("a drift check of a converged kernel wrote %d objects", len(ops))
 	}
 }
@@ -111,7 +112,7 @@ func BenchmarkConvergedHeap(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		var k sinkKernel
-		r := newReconciler(k, k, k, []string{desired.SetClusterIP, desired.SetIPVSIPs}, func(netip.Addr) bool { return false }, 0)
+		r := New(Kernel{IPVS: k, Links: k, Sets: k}, Options{SetNames: []string{desired.SetClusterIP, desired.SetIPVSIPs}})
 		for s := 0; s < 10000; s++ {
 			service := testobj.Service(fmt.Sprintf("10.96.%d.%d", s>>8, s&0xff), testobj.Port("http", v1.ProtocolTCP, 80))
 			service.Name = fmt.Sprint("s", s)

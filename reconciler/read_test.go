@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 // Tests of the drift check's reads: whole tables, shares of large ones, set
 // counts, and their interplay with syncs' writes.
@@ -13,39 +13,41 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 	k, r := twoServices(t)
-	k.ops()
+	k.Ops()
 
 	// a's real server goes behind the proxier's back; the table read
 	// misses b's virtual server, whose real server is in place.
 	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
-	_ = k.ipvs.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.1:8080"))
-	k.ipvs.TableMisses = map[ipvs.Key]bool{b: true}
-	k.ops()
+	_ = k.IPVS.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.1:8080"))
+	k.IPVS.TableMisses = map[ipvs.Key]bool{b: true}
+	k.Ops()
 	mustRefresh(t, r)
-	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
-	if k.ipvs.TableReads != 1 {
-		t.Fatalf("%d table reads, want 1", k.ipvs.TableReads)
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	if k.IPVS.TableReads != 1 {
+		t.Fatalf("%d table reads, want 1", k.IPVS.TableReads)
 	}
 
 	// A large table is dumped per virtual server: its read is quadratic.
 	for i := range tableReadMax {
 		vs := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.AddrFrom4([4]byte{10, 97, byte(i >> 8), byte(i)}), Protocol: ipvs.TCP, Port: 80}, Scheduler: "rr"}
-		if err := k.ipvs.AddVirtualServer(vs); err != nil {
+		if err := k.IPVS.AddVirtualServer(vs); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
-	if k.ipvs.TableReads != 1 {
-		t.Fatalf("%d table reads of %d virtual servers, want none", k.ipvs.TableReads-1, tableReadMax+2)
+	if k.IPVS.TableReads != 1 {
+		t.Fatalf("%d table reads of %d virtual servers, want none", k.IPVS.TableReads-1, tableReadMax+2)
 	}
 }
 
@@ -76,9 +78,9 @@ func (c *countedReads) GetVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, e
 // others read their share by its real servers. Drift of every kind is still
 // repaired within shares checks, and a converged table costs no writes.
 func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	c := &countedReads{Interface: k.ipvs}
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	c := &countedReads{Interface: k.IPVS}
 	r.ipvs, r.dumpsMax = c, 2
 	var keys []ipvs.Key
 	for i := range 6 {
@@ -87,13 +89,13 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 		if i == 5 {
 			st = state(vip, 80) // no endpoints: its real-server dump is empty
 		}
-		r.setService(name(vip), st)
+		r.setService(testobj.Name(vip), st)
 		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
 	}
 	mustApply(t, r)
 	refresh := func() { mustRefresh(t, r) }
 	refresh() // the first read lists everything
-	k.ops()
+	k.Ops()
 	c.lists = 0
 	for range 3 {
 		refresh()
@@ -104,20 +106,20 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	if c.gets > 1 {
 		t.Errorf("converged checks got %d virtual servers one by one; only the one without real servers needs it", c.gets)
 	}
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	// Drift of each kind, behind the reconciler's back.
-	_ = k.ipvs.DeleteVirtualServer(keys[1])
-	_ = k.ipvs.DeleteVirtualServer(keys[5])
+	_ = k.IPVS.DeleteVirtualServer(keys[1])
+	_ = k.IPVS.DeleteVirtualServer(keys[5])
 	changed := ipvs.VirtualServer{Key: keys[2], Scheduler: "wrr"}
-	_ = k.ipvs.UpdateVirtualServer(changed)
+	_ = k.IPVS.UpdateVirtualServer(changed)
 	stray := ipvs.Key{Address: netip.MustParseAddr("10.96.0.99"), Protocol: ipvs.TCP, Port: 80}
-	_ = k.ipvs.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
-	k.ops()
+	_ = k.IPVS.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
+	k.Ops()
 	for range 3 {
 		refresh()
 	}
-	expectOps(t, k,
+	fakekernel.ExpectOps(t, k,
 		"add-vs 10.96.0.2:80/TCP", "add-rs 10.96.0.2:80/TCP 10.244.0.2:8080",
 		"add-vs 10.96.0.6:80/TCP",
 		"update-vs 10.96.0.3:80/TCP",
@@ -125,7 +127,7 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	for range 3 {
 		refresh()
 	}
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 }
 
 func (d dumpsOnly) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
@@ -134,14 +136,14 @@ func (d dumpsOnly) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
 }
 
 func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	d := dumpsOnly{Interface: k.ipvs, dumped: map[ipvs.Key]int{}}
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	d := dumpsOnly{Interface: k.IPVS, dumped: map[ipvs.Key]int{}}
 	r.ipvs, r.dumpsMax = d, 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
-		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1), fmt.Sprintf("10.244.1.%d:8080", i+1)))
+		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1), fmt.Sprintf("10.244.1.%d:8080", i+1)))
 		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
 	}
 	mustApply(t, r)
@@ -152,13 +154,13 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 		t.Fatalf("first read dumped %d of %d virtual servers", len(d.dumped), len(keys))
 	}
 	clear(d.dumped)
-	k.ops()
+	k.Ops()
 
 	// With 6 virtual servers and 2 dumps per check, three checks dump each
 	// once (the drifted one again, to confirm) and repair the drift.
 	lost := netip.MustParseAddrPort("10.244.0.1:8080")
-	_ = k.ipvs.DeleteRealServer(keys[0], lost)
-	k.ops()
+	_ = k.IPVS.DeleteRealServer(keys[0], lost)
+	k.Ops()
 	for range 3 {
 		refresh()
 	}
@@ -171,30 +173,30 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 			t.Errorf("%v dumped %d times in three checks, want %d", key, d.dumped[key], want)
 		}
 	}
-	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 
 	// A draining real server's virtual server is dumped by every check,
 	// so it goes as soon as its connections end; a stray virtual server
 	// is confirmed with its real servers and deleted at the next check
 	// that lists the virtual servers (this one: the fourth, see dumpPlan).
-	k.ipvs.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 1, 0)
-	r.setService(name("10.96.0.2"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	k.IPVS.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 1, 0)
+	r.setService(testobj.Name("10.96.0.2"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
-	expectOps(t, k, "update-rs 10.96.0.2:80/TCP 10.244.1.2:8080 weight=0")
+	fakekernel.ExpectOps(t, k, "update-rs 10.96.0.2:80/TCP 10.244.1.2:8080 weight=0")
 	stray := ipvs.Key{Address: netip.MustParseAddr("10.96.0.99"), Protocol: ipvs.TCP, Port: 80}
-	_ = k.ipvs.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
-	_ = k.ipvs.AddRealServer(stray, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 80, Weight: 1})
-	k.ops()
+	_ = k.IPVS.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
+	_ = k.IPVS.AddRealServer(stray, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 80, Weight: 1})
+	k.Ops()
 	clear(d.dumped)
 	refresh()
 	refresh()
 	if d.dumped[keys[1]] != 2 {
 		t.Errorf("draining virtual server dumped %d times in two checks, want 2", d.dumped[keys[1]])
 	}
-	expectOps(t, k, "delete-vs 10.96.0.99:80/TCP")
-	k.ipvs.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 0, 0)
+	fakekernel.ExpectOps(t, k, "delete-vs 10.96.0.99:80/TCP")
+	k.IPVS.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 0, 0)
 	refresh()
-	expectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.1.2:8080")
+	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.1.2:8080")
 }
 
 // countedLists counts the listings of each set.
@@ -210,15 +212,15 @@ func (c countedLists) Entries(set string) ([]ipset.Entry, error) {
 
 // sixCountedServices returns a reconciler that has programmed six Services,
 // checks them in shares of two, and counts its set listings in c.
-func sixCountedServices(t *testing.T) (fakeKernel, *reconciler, countedLists) {
+func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, countedLists) {
 	t.Helper()
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	c := countedLists{Interface: k.sets, lists: map[string]int{}}
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	c := countedLists{Interface: k.Sets, lists: map[string]int{}}
 	r.sets, r.dumpsMax = c, 2
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
-		r.setService(name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
 	}
 	mustApply(t, r)
 	return k, r, c
@@ -232,7 +234,7 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	k, r, c := sixCountedServices(t)
 	refresh := func() { mustRefresh(t, r) }
 	refresh()
-	k.ops()
+	k.Ops()
 	clear(c.lists)
 	for range 3 {
 		refresh()
@@ -240,32 +242,32 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	if c.lists[desired.SetClusterIP] != 1 || c.lists[desired.SetIPVSIPs] != 1 {
 		t.Errorf("three converged checks listed the sets %v times, want once each", c.lists)
 	}
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	// A flushed set: its count differs, so the next check lists and refills
 	// it, though it is not a listing check (the fourth was; this is the fifth).
 	refresh()
-	k.ops()
+	k.Ops()
 	for i := range 6 {
-		_ = k.sets.DeleteEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", i+1))})
+		_ = k.Sets.DeleteEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr(fmt.Sprintf("10.96.0.%d", i+1))})
 	}
-	k.ops()
+	k.Ops()
 	refresh()
 	var want []string
 	for i := range 6 {
 		want = append(want, fmt.Sprintf("add-entry %s 10.96.0.%d", desired.SetIPVSIPs, i+1))
 	}
-	expectOps(t, k, want...)
+	fakekernel.ExpectOps(t, k, want...)
 
 	// An entry swapped for another keeps the count: repaired by the next
 	// check that lists (within three).
-	_ = k.sets.DeleteEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.1")})
-	_ = k.sets.AddEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.99")})
-	k.ops()
+	_ = k.Sets.DeleteEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.1")})
+	_ = k.Sets.AddEntry(desired.SetIPVSIPs, ipset.Entry{IP: netip.MustParseAddr("10.96.0.99")})
+	k.Ops()
 	for range 3 {
 		refresh()
 	}
-	expectOps(t, k, "add-entry KUBE-IPVS-IPS 10.96.0.1", "delete-entry KUBE-IPVS-IPS 10.96.0.99")
+	fakekernel.ExpectOps(t, k, "add-entry KUBE-IPVS-IPS 10.96.0.1", "delete-entry KUBE-IPVS-IPS 10.96.0.99")
 }
 
 // A sync that adds a Service while a check reads (between planShare and the
@@ -284,7 +286,7 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	r.mu.Lock()
 	r.planShare()
 	r.mu.Unlock()
-	r.setService(name("10.96.0.7"), state("10.96.0.7", 80, "10.244.0.7:8080"))
+	r.setService(testobj.Name("10.96.0.7"), state("10.96.0.7", 80, "10.244.0.7:8080"))
 	mustApply(t, r)
 	v, err := r.readKernel()
 	if err != nil {
@@ -297,10 +299,10 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	if errs := r.drain(v, w); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	k.ops()
+	k.Ops()
 	mustApply(t, r)
 	mustRefresh(t, r)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 }
 
 // orderedIPVS logs dumps and writes in the order the kernel would see them,
@@ -337,13 +339,13 @@ func (o *orderedIPVS) Write(ops []ipvs.Op) []error {
 // A sync's write that arrives while a drift check is dumping real servers
 // goes to the kernel right after the dump in flight, before the next one.
 func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	for i := 1; i <= 6; i++ {
-		r.setService(name(fmt.Sprint(i)), numbered(i, 2))
+		r.setService(testobj.Name(fmt.Sprint(i)), numbered(i, 2))
 	}
 	mustApply(t, r)
-	o := &orderedIPVS{Interface: k.ipvs, inDump: make(chan struct{}), release: make(chan struct{})}
+	o := &orderedIPVS{Interface: k.IPVS, inDump: make(chan struct{}), release: make(chan struct{})}
 	r.ipvs = o
 
 	r.beginRead()
@@ -356,7 +358,7 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 		read <- err
 	}()
 	<-o.inDump
-	r.setService(name("7"), numbered(7, 2))
+	r.setService(testobj.Name("7"), numbered(7, 2))
 	applied := make(chan []error)
 	go func() { applied <- r.apply() }()
 	// Wait until apply is queued behind the dump in flight: from then on a
@@ -388,20 +390,20 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 // share's read and adopt on their own goroutine, sharing a mutex with syncs)
 // while syncs add, change and delete Services leave the belief right.
 func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	r.adoptSlice, r.dumpsMax = 2, 8
 	final := map[int]desired.State{}
 	for i := 1; i <= 40; i++ {
 		final[i] = numbered(i, 2)
-		r.setService(name(fmt.Sprint(i)), final[i])
+		r.setService(testobj.Name(fmt.Sprint(i)), final[i])
 	}
 	mustApply(t, r)
 	mustRefresh(t, r) // the first read lists everything
 
 	for round := range 10 {
 		done := make(chan struct{})
-		r.startCheck(nil, func() { close(done) })
+		r.StartCheck(nil, func() { close(done) })
 		for i := 1 + round%3; i <= 40; i += 3 {
 			r.mu.Lock()
 			switch {
@@ -412,14 +414,14 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 			default:
 				final[i] = numbered(i, 2)
 			}
-			r.setService(name(fmt.Sprint(i)), final[i])
+			r.setService(testobj.Name(fmt.Sprint(i)), final[i])
 			mustApply(t, r)
 			r.mu.Unlock()
 		}
 		<-done
-		res := r.checkDone(true)
-		if res.err != nil {
-			t.Fatal(res.err)
+		res := r.CheckDone(true)
+		if res.Err != nil {
+			t.Fatal(res.Err)
 		}
 		if errs := r.drain(res.view, res.written); len(errs) > 0 {
 			t.Fatal(errs)
@@ -430,11 +432,11 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	for range shares { // drains what the last changes left at weight 0
 		mustRefresh(t, r)
 	}
-	k.ops()
+	k.Ops()
 	for range shares {
 		mustRefresh(t, r)
 	}
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	expectKernelOf(t, k, final)
 }
@@ -473,16 +475,12 @@ func (a *addressesAfter) AddAddresses(addrs []netip.Addr) []error {
 // addresses at a 10k cold start in the test VM). The address writes here
 // wait until IPVS has been written, which one after the other never is.
 func TestApplyWritesTheKindsSideBySide(t *testing.T) {
-	k := newFakeKernel(t)
-	v := &ipvsSignal{Interface: k.ipvs, written: make(chan struct{})}
-	a := &addressesAfter{Interface: k.links, ipvsWritten: v.written}
-	names := make([]string, len(desired.IPv4Sets))
-	for i, s := range desired.IPv4Sets {
-		names[i] = s.Name
-	}
-	r := newReconciler(v, a, k.sets, names, func(netip.Addr) bool { return false }, 0)
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	k := fakekernel.New(t)
+	v := &ipvsSignal{Interface: k.IPVS, written: make(chan struct{})}
+	a := &addressesAfter{Interface: k.Links, ipvsWritten: v.written}
+	r := New(Kernel{IPVS: v, Links: a, Sets: k.Sets}, Options{SetNames: setNames(desired.IPv4Sets)})
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
 	if a.waited {
 		t.Error("addresses were written before any virtual server, not beside them")
@@ -490,7 +488,7 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 	if r.ops != 10 {
 		t.Errorf("counted %d kernel writes, want 10 (2 addresses, 2 virtual servers, 2 real servers, 4 entries)", r.ops)
 	}
-	expectOps(t, k,
+	fakekernel.ExpectOps(t, k,
 		"add-addr 10.96.0.1", "add-addr 10.96.0.2",
 		"add-vs 10.96.0.1:80/TCP", "add-vs 10.96.0.2:80/TCP",
 		"add-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "add-rs 10.96.0.2:80/TCP 10.244.0.2:8080",

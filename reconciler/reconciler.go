@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"hash/maphash"
@@ -15,15 +15,16 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// reconciler keeps the kernel equal to the desired state. It remembers what
+// Reconciler keeps the kernel equal to the desired state. It remembers what
 // it believes the kernel holds, so that a change to one Service is applied by
 // comparing only that Service's objects, with no kernel dump; a drift check
 // (driftCheck) re-reads the kernel periodically. Both paths end in apply,
 // which handles only the keys marked dirty.
 //
-// The proxier calls the methods that take mu: record, sync, programFirst,
-// outcome and the drift check's. The others expect mu held.
-type reconciler struct {
+// The exported methods take mu (Record, Sync, ProgramFirst, Outcome,
+// Failed, and the drift check's CheckNow, StartCheck, CheckDone); the
+// others expect it held.
+type Reconciler struct {
 	// mu guards the reconciler's state: a sync holds it throughout, a
 	// drift check a slice at a time. A Locker so that tests can watch it.
 	mu    sync.Locker
@@ -104,62 +105,95 @@ type reconciler struct {
 	// ops counts kernel writes and applied adds up how long applies spent
 	// on each kind, since the last takeWork.
 	ops     int
-	applied applyTimes
+	applied ApplyTimes
 }
 
-// work is what the reconciler wrote since the last takeWork, for metrics
+// Work is what the reconciler wrote since the last takeWork, for metrics
 // and logs.
-type work struct {
-	ops   int
-	times applyTimes
-	// conntrackCleared entries of stale UDP flows were deleted;
+type Work struct {
+	Ops   int
+	Times ApplyTimes
+	// ConntrackCleared entries of stale UDP flows were deleted;
 	// conntrackErr says why some could not be.
-	conntrackCleared [len(desired.Families)]int
-	conntrackErr     error
-	// grown are the ipsets grown, "name to size".
-	grown []string
+	ConntrackCleared [len(desired.Families)]int
+	ConntrackErr     error
+	// Grown are the ipsets grown, "name to size".
+	Grown []string
 }
 
-func (r *reconciler) takeWork() work {
-	w := work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown}
-	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, applyTimes{}, [len(desired.Families)]int{}, nil, nil
+func (r *Reconciler) takeWork() Work {
+	w := Work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown}
+	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, ApplyTimes{}, [len(desired.Families)]int{}, nil, nil
 	return w
 }
 
 // endRead stops recording written keys and returns the virtual servers
 // written since beginRead, whose read is stale for drain.
-func (r *reconciler) endRead() map[ipvs.Key]bool {
+func (r *Reconciler) endRead() map[ipvs.Key]bool {
 	r.addr.endRead()
 	r.entry.endRead()
 	return r.vs.endRead()
 }
 
-// applyTimes splits an apply's time by the kind of kernel object written.
-type applyTimes struct{ addresses, entries, virtualServers time.Duration }
+// ApplyTimes splits an apply's time by the kind of kernel object written.
+type ApplyTimes struct{ Addresses, Entries, VirtualServers time.Duration }
 
-// defaultRetryMax is kube-proxy's default sync period.
-const defaultRetryMax = 30 * time.Second
+// DefaultRetryMax is kube-proxy's default sync period.
+const DefaultRetryMax = 30 * time.Second
 
-// newReconciler writes to v, a and s; retryMax caps a failed object's retry
-// delay (defaultRetryMax if zero).
-func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, setNames []string, excluded func(netip.Addr) bool, retryMax time.Duration) *reconciler {
+// Kernel is the kernel tables a reconciler writes.
+type Kernel struct {
+	IPVS  ipvs.Interface
+	Links dummyiface.Interface
+	Sets  ipset.Interface
+	// Conntrack deletes the entries of UDP flows to removed real servers;
+	// nil leaves them to time out.
+	Conntrack conntrack.Interface
+}
+
+// Options are a reconciler's settings.
+type Options struct {
+	// SetNames are the ipsets whose entries are ours to manage.
+	SetNames []string
+	// Excluded protects virtual servers that are not ours
+	// (--ipvs-exclude-cidrs); nil excludes none.
+	Excluded func(netip.Addr) bool
+	// RetryMax caps a failed object's retry delay (DefaultRetryMax if
+	// zero): the sync period.
+	RetryMax time.Duration
+	// Now is the clock of retry delays; nil is time.Now.
+	Now func() time.Time
+}
+
+// New returns a reconciler that believes the kernel empty until its first
+// drift check reads it.
+func New(k Kernel, o Options) *Reconciler {
+	retryMax := o.RetryMax
 	if retryMax <= 0 {
-		retryMax = defaultRetryMax
+		retryMax = DefaultRetryMax
 	}
-	r := &reconciler{
+	excluded := o.Excluded
+	if excluded == nil {
+		excluded = func(netip.Addr) bool { return false }
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	r := &Reconciler{
 		mu:   &sync.Mutex{},
-		ipvs: v, addrs: a, sets: s, setNames: setNames, excluded: excluded,
+		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, conntrack: k.Conntrack, setNames: o.SetNames, excluded: excluded,
 		byService:   map[types.NamespacedName]desired.State{},
-		vs:          newTable[ipvs.Key, desired.VirtualServer, heldVS](kindVirtualServer, retryMax),
-		addr:        newTable[netip.Addr, struct{}, struct{}](kindAddress, retryMax),
-		entry:       newTable[desired.SetEntry, struct{}, struct{}](kindSetEntry, retryMax),
-		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*statusTable[netip.AddrPort]{}, max: retryMax},
+		vs:          newTable[ipvs.Key, desired.VirtualServer, heldVS](KindVirtualServer, retryMax),
+		addr:        newTable[netip.Addr, struct{}, struct{}](KindAddress, retryMax),
+		entry:       newTable[desired.SetEntry, struct{}, struct{}](KindSetEntry, retryMax),
+		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*StatusTable[netip.AddrPort]{}, max: retryMax},
 		entryCount:  map[string]int{},
 		wantedCount: map[string]int{},
 		draining:    map[ipvs.Key]map[netip.AddrPort]bool{},
 		drainingVS:  map[ipvs.Key]bool{},
 		capacity:    map[string]int{},
-		now:         time.Now,
+		now:         now,
 
 		adoptSlice: 250,
 		dumpsMax:   realServerDumpsMax,
@@ -170,19 +204,19 @@ func newReconciler(v ipvs.Interface, a dummyiface.Interface, s ipset.Interface, 
 	return r
 }
 
-// serviceChange is what one changed Service now wants.
-type serviceChange struct {
-	name  types.NamespacedName
-	state desired.State
+// Change is what one changed Service now wants.
+type Change struct {
+	Name  types.NamespacedName
+	State desired.State
 }
 
-// record takes what the changed Services want, writing nothing yet.
+// Record takes what the changed Services want, writing nothing yet.
 // It returns the sets some Service now wants an entry in.
-func (r *reconciler) record(changes []serviceChange) map[string]bool {
+func (r *Reconciler) Record(changes []Change) map[string]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range changes {
-		r.setService(c.name, c.state)
+		r.setService(c.Name, c.State)
 	}
 	inUse := make(map[string]bool, len(r.setNames))
 	for _, s := range r.setNames {
@@ -193,10 +227,10 @@ func (r *reconciler) record(changes []serviceChange) map[string]bool {
 	return inUse
 }
 
-// sync writes the dirty objects of the first Services, then every dirty
+// Sync writes the dirty objects of the first Services, then every dirty
 // object, and, given a finished drift check, drains real servers whose
 // connections it saw end.
-func (r *reconciler) sync(first []types.NamespacedName, read *kernelRead) {
+func (r *Reconciler) Sync(first []types.NamespacedName, read *CheckResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.forgetDrainRead()
@@ -210,11 +244,11 @@ func (r *reconciler) sync(first []types.NamespacedName, read *kernelRead) {
 	}
 }
 
-// programFirst writes the named Services' objects before any drift check
+// ProgramFirst writes the named Services' objects before any drift check
 // has read the kernel: it reads their objects first (see readServices). It
 // says how many objects were dirty and which writes failed, or why it could
 // not read.
-func (r *reconciler) programFirst(names []types.NamespacedName) (int, []error, error) {
+func (r *Reconciler) ProgramFirst(names []types.NamespacedName) (int, []error, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.forgetDrainRead()
@@ -225,19 +259,19 @@ func (r *reconciler) programFirst(names []types.NamespacedName) (int, []error, e
 	return n, errs, nil
 }
 
-// outcome is what the reconciler did and knows since the last call, for
+// Outcome is what the reconciler did and knows since the last call, for
 // metrics, logs and the retry timer.
-type outcome struct {
-	work
-	reports []objectReport
-	failed  map[objectKind]int
-	retryAt time.Time // the earliest failed object's retry; zero if none
+type Outcome struct {
+	Work
+	Reports []Report
+	Failed  map[Kind]int
+	RetryAt time.Time // the earliest failed object's retry; zero if none
 }
 
-func (r *reconciler) outcome() outcome {
+func (r *Reconciler) Outcome() Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return outcome{work: r.takeWork(), reports: r.takeReports(), failed: r.failedCounts(), retryAt: r.nextRetry()}
+	return Outcome{Work: r.takeWork(), Reports: r.takeReports(), Failed: r.failedCounts(), RetryAt: r.nextRetry()}
 }
 
 // heldVS is what the reconciler believes the kernel holds of one virtual
@@ -250,7 +284,7 @@ type heldVS struct {
 // setService replaces what one Service wants and marks its objects dirty.
 // A failed object it touches is retried at the next apply, not after its
 // delay: what is wanted of it may have changed.
-func (r *reconciler) setService(name types.NamespacedName, st desired.State) {
+func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 	old := r.byService[name]
 	for _, v := range old.VirtualServers {
 		r.vs.delete(v.Virtual.Key, name)
@@ -284,14 +318,14 @@ func (r *reconciler) setService(name types.NamespacedName, st desired.State) {
 }
 
 // retryRealServersNow makes virtual server k's failed real servers due.
-func (r *reconciler) retryRealServersNow(k ipvs.Key) {
+func (r *Reconciler) retryRealServersNow(k ipvs.Key) {
 	if t := r.rsStatus.of(k); t != nil {
-		t.retryAllNow()
+		t.RetryAllNow()
 	}
 }
 
 // believe records a write the kernel accepted.
-func (r *reconciler) believe(op ipvs.Op) {
+func (r *Reconciler) believe(op ipvs.Op) {
 	k := op.VS.Key
 	switch op.Kind {
 	case ipvs.AddVS:

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"fmt"
@@ -27,10 +27,10 @@ import (
 // of virtual servers in the test VM, one after the other. A key whose
 // kernel write fails stays dirty, and its object's status (see statusTable)
 // says when an apply retries it. The errors are this apply's failed writes.
-func (r *reconciler) apply() []error { return r.write(nil) }
+func (r *Reconciler) apply() []error { return r.write(nil) }
 
 // write is apply for every dirty key, or, given first, for those keys alone.
-func (r *reconciler) write(first *priority) []error {
+func (r *Reconciler) write(first *priority) []error {
 	r.writesFirst.Lock()
 	defer r.writesFirst.Unlock()
 	vsKeys, addrKeys, entryKeys := allKeys(&r.vs.dirty), allKeys(&r.addr.dirty), allKeys(&r.entry.dirty)
@@ -43,11 +43,11 @@ func (r *reconciler) write(first *priority) []error {
 	wg.Go(func() { entries = writeLane(r.writeEntries, entryKeys) })
 	start := time.Now()
 	vsErrs := r.syncVirtualServers(vsKeys)
-	r.applied.virtualServers += time.Since(start)
+	r.applied.VirtualServers += time.Since(start)
 	wg.Wait()
 	r.ops += addrs.ops + entries.ops
-	r.applied.addresses += addrs.took
-	r.applied.entries += entries.took
+	r.applied.Addresses += addrs.took
+	r.applied.Entries += entries.took
 	return slices.Concat(addrs.errs, entries.errs, vsErrs)
 }
 
@@ -117,8 +117,8 @@ func pick[K comparable](t *memberTable[K], add bool, dirty iter.Seq[K], now time
 		switch {
 		case want != add: // the other pass's
 		case held == add:
-			t.status.ok(k)
-		case t.status.waiting(k, now):
+			t.status.OK(k)
+		case t.status.Waiting(k, now):
 			retry[k] = true
 		default:
 			keys = append(keys, k)
@@ -155,10 +155,10 @@ func record[K comparable](t *memberTable[K], keys []K, results []error, add bool
 		if err != nil {
 			errs = append(errs, err)
 			retry[k] = true
-			t.status.fail(k, err, now, t.want.owner(k))
+			t.status.Fail(k, err, now, t.want.owner(k))
 			continue
 		}
-		t.status.ok(k)
+		t.status.OK(k)
 		believeIf(t, k, add)
 		n++
 	}
@@ -168,7 +168,7 @@ func record[K comparable](t *memberTable[K], keys []K, results []error, add bool
 // writeAddresses binds the dirty addresses that are wanted and missing
 // (add) or unbinds those bound and unwanted, and says how many it wrote.
 // Failed writes go to retry.
-func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry map[netip.Addr]bool) (int, []error) {
+func (r *Reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry map[netip.Addr]bool) (int, []error) {
 	now := r.now()
 	addrs := pick(&r.addr, add, dirty, now, retry)
 	write := r.addrs.DeleteAddresses
@@ -181,7 +181,7 @@ func (r *reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
 // deletes those present and unwanted, a batch per set, and says how many it
 // wrote. Failed writes go to retry.
-func (r *reconciler) writeEntries(add bool, dirty iter.Seq[desired.SetEntry], retry map[desired.SetEntry]bool) (int, []error) {
+func (r *Reconciler) writeEntries(add bool, dirty iter.Seq[desired.SetEntry], retry map[desired.SetEntry]bool) (int, []error) {
 	now := r.now()
 	bySet := map[string][]desired.SetEntry{}
 	for _, e := range pick(&r.entry, add, dirty, now, retry) {
@@ -219,7 +219,7 @@ type priority struct {
 }
 
 // dirtyOf collects the dirty keys the named Services want.
-func (r *reconciler) dirtyOf(names []types.NamespacedName) priority {
+func (r *Reconciler) dirtyOf(names []types.NamespacedName) priority {
 	var p priority
 	vs, addr, entry := dirtyList[ipvs.Key]{}, dirtyList[netip.Addr]{}, dirtyList[desired.SetEntry]{}
 	for _, n := range names {
@@ -253,7 +253,7 @@ func (seen dirtyList[K]) add(list []K, dirty map[K]bool, k K) []K {
 // applyFirst applies the dirty objects of the named Services alone and says
 // how many there were; the rest stays dirty for the next apply, as do
 // objects whose write failed or waits for its retry.
-func (r *reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
+func (r *Reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
 	first := r.dirtyOf(names)
 	n := len(first.vs) + len(first.addr) + len(first.entry)
 	if n == 0 {
@@ -265,7 +265,7 @@ func (r *reconciler) applyFirst(names []types.NamespacedName) (int, []error) {
 // syncVirtualServers makes the dirty virtual servers and their real
 // servers match, in batches of writes. A virtual server stays dirty while a
 // write of its own or of a real server failed or waits for its retry.
-func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
+func (r *Reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 	now := r.now()
 	pending := map[ipvs.Key]bool{}
 	var errs []error
@@ -346,7 +346,7 @@ func (r *reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 // clearStaleFlows deletes the conntrack entries of UDP flows whose real
 // server went, once IPVS no longer sends to it. A failure is reported and
 // not retried: such entries also end by timing out.
-func (r *reconciler) clearStaleFlows() {
+func (r *Reconciler) clearStaleFlows() {
 	if len(r.staleFlows) == 0 || r.conntrack == nil {
 		r.staleFlows = nil
 		return
@@ -373,23 +373,23 @@ func (r *reconciler) clearStaleFlows() {
 
 // opOK and opFailed record the outcome of an IPVS write in its object's
 // status.
-func (r *reconciler) opOK(op ipvs.Op) {
+func (r *Reconciler) opOK(op ipvs.Op) {
 	switch op.Kind {
 	case ipvs.AddVS, ipvs.UpdateVS:
-		r.vs.status.ok(op.VS.Key)
+		r.vs.status.OK(op.VS.Key)
 	case ipvs.DeleteVS:
-		r.vs.status.ok(op.VS.Key)
+		r.vs.status.OK(op.VS.Key)
 		r.rsStatus.forget(op.VS.Key)
 	default:
 		r.rsStatus.ok(op.VS.Key, op.RS.ID())
 	}
 }
 
-func (r *reconciler) opFailed(op ipvs.Op, err error, now time.Time) {
+func (r *Reconciler) opFailed(op ipvs.Op, err error, now time.Time) {
 	owner := r.vs.want.owner(op.VS.Key)
 	switch op.Kind {
 	case ipvs.AddVS, ipvs.UpdateVS, ipvs.DeleteVS:
-		r.vs.status.fail(op.VS.Key, err, now, owner)
+		r.vs.status.Fail(op.VS.Key, err, now, owner)
 	default:
 		r.rsStatus.fail(op.VS.Key, op.RS.ID(), err, now, owner)
 	}
@@ -404,7 +404,7 @@ const opsPerWrite = 4096
 // kernel is, leaving out those whose retry is not due (deferred says some
 // were). An unwanted TCP real server that carries connections is drained
 // (weight 0 until they end); one that carries none is deleted (see drain.go).
-func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time) (_ []ipvs.Op, deferred bool) {
+func (r *Reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time) (_ []ipvs.Op, deferred bool) {
 	want, wanted := r.vs.want.get(k)
 	have, exists := r.vs.have[k]
 	drainsWhole := !wanted && exists && r.drainsWhole(k, have)
@@ -414,11 +414,11 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 	vsOp := ipvs.Op{VS: want.Virtual}
 	switch {
 	case !wanted && !exists:
-		r.vs.status.ok(k)
+		r.vs.status.OK(k)
 		r.rsStatus.forget(k)
 		return ops, false
 	case drainsWhole:
-		r.vs.status.ok(k)
+		r.vs.status.OK(k)
 	case !wanted:
 		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have.vs}
 	case !exists:
@@ -426,10 +426,10 @@ func (r *reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 	case have.vs != want.Virtual:
 		vsOp.Kind = ipvs.UpdateVS
 	default:
-		r.vs.status.ok(k)
+		r.vs.status.OK(k)
 	}
 	if vsOp.Kind != 0 {
-		if r.vs.status.waiting(k, now) {
+		if r.vs.status.Waiting(k, now) {
 			return ops, true
 		}
 		ops = append(ops, vsOp)

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"fmt"
@@ -12,36 +12,38 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
 	k, r := twoServices(t)
-	if len(k.ops()) != 10 {
+	if len(k.Ops()) != 10 {
 		t.Fatal("expected two services' worth of writes")
 	}
 
 	// One endpoint added to b: exactly one kernel write.
-	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080", "10.244.0.3:8080"))
+	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080", "10.244.0.3:8080"))
 	mustApply(t, r)
-	expectOps(t, k, "add-rs 10.96.0.2:80/TCP 10.244.0.3:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.2:80/TCP 10.244.0.3:8080")
 
 	// Recomputing a Service that did not change writes nothing.
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	// Deleting a, which carries no connection, deletes its virtual
 	// server, address and entries at once (see drainvs.go). Nothing of b
 	// is touched.
-	r.setService(name("a"), desired.State{})
+	r.setService(testobj.Name("a"), desired.State{})
 	mustApply(t, r)
-	expectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
+	fakekernel.ExpectOps(t, k, "delete-addr 10.96.0.1", "delete-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.1",
 		"delete-vs 10.96.0.1:80/TCP")
 	mustRefresh(t, r)
-	expectOps(t, k)
-	if got := k.ipvs.Dump(); got != "-A 10.96.0.2:80/TCP -s rr\n-a 10.96.0.2:80/TCP -r 10.244.0.2:8080 -w 1\n-a 10.96.0.2:80/TCP -r 10.244.0.3:8080 -w 1" {
+	fakekernel.ExpectOps(t, k)
+	if got := k.IPVS.Dump(); got != "-A 10.96.0.2:80/TCP -s rr\n-a 10.96.0.2:80/TCP -r 10.244.0.2:8080 -w 1\n-a 10.96.0.2:80/TCP -r 10.244.0.3:8080 -w 1" {
 		t.Errorf("ipvs table:\n%s", got)
 	}
 }
@@ -50,80 +52,80 @@ func TestReconcilerRestartAdoptsKernelWithoutWrites(t *testing.T) {
 	k, _ := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
 
 	// A new process knows nothing; its first sync is a full one.
-	second := k.reconciler()
-	second.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	second := testReconciler(k)
+	second.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
 	if err := refresh(second); err != nil {
 		t.Fatal(err)
 	}
 	mustApply(t, second)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 }
 
 func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 	k, r := serviceA(t, "10.244.0.1:8080")
 
 	a := netip.MustParseAddr("10.96.0.1")
-	_ = k.ipvs.DeleteVirtualServer(ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: 80})
-	_ = k.links.DeleteAddress(a)
+	_ = k.IPVS.DeleteVirtualServer(ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: 80})
+	_ = k.Links.DeleteAddress(a)
 	stray := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.96.9.9"), Protocol: ipvs.UDP, Port: 53}, Scheduler: "rr"}
 	protected := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.0.5"), Protocol: ipvs.TCP, Port: 22}, Scheduler: "rr"}
-	_ = k.ipvs.AddVirtualServer(stray)
-	_ = k.ipvs.AddVirtualServer(protected)
-	_ = k.sets.AddEntry(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
-	_ = k.links.AddAddress(netip.MustParseAddr("10.96.9.9"))
-	_ = k.links.AddAddress(netip.MustParseAddr("10.0.0.5")) // someone else's, on kube-ipvs0
-	k.ops()
+	_ = k.IPVS.AddVirtualServer(stray)
+	_ = k.IPVS.AddVirtualServer(protected)
+	_ = k.Sets.AddEntry(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
+	_ = k.Links.AddAddress(netip.MustParseAddr("10.96.9.9"))
+	_ = k.Links.AddAddress(netip.MustParseAddr("10.0.0.5")) // someone else's, on kube-ipvs0
+	k.Ops()
 
 	// An incremental apply trusts its picture of the kernel and sees nothing to do.
 	mustApply(t, r)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	// The periodic full sync re-reads the kernel and repairs everything,
 	// leaving the excluded range alone.
 	mustRefresh(t, r)
-	expectOps(t, k,
+	fakekernel.ExpectOps(t, k,
 		"add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "add-addr 10.96.0.1",
 		"delete-vs 10.96.9.9:53/UDP", "delete-entry KUBE-CLUSTER-IP 10.96.9.9,udp:53", "delete-addr 10.96.9.9")
 }
 
 func TestReconcilerRetriesFailedWrites(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	clock := withClock(r)
-	k.ipvs.FailNext = "add-rs"
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	k.IPVS.FailNext = "add-rs"
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	if errs := r.apply(); len(errs) != 1 {
 		t.Fatalf("errors %v, want the injected one", errs)
 	}
-	k.ops()
+	k.Ops()
 	mustApply(t, r)
-	expectOps(t, k) // not due yet
-	clock.advance(retryFirst)
+	fakekernel.ExpectOps(t, k) // not due yet
+	clock.Advance(retryFirst)
 	mustApply(t, r)
-	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 }
 
 func TestReconcilerSharedObjectsStayUntilLastOwnerLeaves(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	loop := desired.SetEntry{Set: desired.SetLoopBack, Entry: ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}}
 	a, b := state("10.96.0.1", 80), state("10.96.0.2", 80)
 	a.Entries = append(a.Entries, loop)
 	b.Entries = append(b.Entries, loop)
-	r.setService(name("a"), a)
-	r.setService(name("b"), b)
+	r.setService(testobj.Name("a"), a)
+	r.setService(testobj.Name("b"), b)
 	mustApply(t, r)
-	k.ops()
-	r.setService(name("a"), desired.State{})
+	k.Ops()
+	r.setService(testobj.Name("a"), desired.State{})
 	mustApply(t, r)
-	for _, op := range k.ops() {
+	for _, op := range k.Ops() {
 		if strings.Contains(op, "KUBE-LOOP-BACK") {
 			t.Fatalf("shared entry touched while b still wants it: %s", op)
 		}
 	}
-	r.setService(name("b"), desired.State{})
+	r.setService(testobj.Name("b"), desired.State{})
 	mustApply(t, r)
-	if !slices.Contains(k.ops(), "delete-entry KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1") {
+	if !slices.Contains(k.Ops(), "delete-entry KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1") {
 		t.Fatal("shared entry not removed with its last owner")
 	}
 }
@@ -134,37 +136,37 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 	// A removed TCP real server with connections is quiesced, not deleted.
 	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	gone := netip.MustParseAddrPort("10.244.0.2:8080")
-	k.ipvs.SetConnections(key, gone, 1, 3)
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	k.IPVS.SetConnections(key, gone, 1, 3)
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
-	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.2:8080 weight=0")
+	fakekernel.ExpectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.2:8080 weight=0")
 
 	// It stays while it has connections, and goes once they end.
 	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
-	expectOps(t, k)
-	k.ipvs.SetConnections(key, gone, 0, 0)
+	fakekernel.ExpectOps(t, k)
+	k.IPVS.SetConnections(key, gone, 0, 0)
 	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
-	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
+	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 
 	// A quiesced server that comes back gets its weight back.
 	kept := netip.MustParseAddrPort("10.244.0.1:8080")
-	k.ipvs.SetConnections(key, kept, 0, 1) // inactive (TIME_WAIT) counts too
-	r.setService(name("a"), state("10.96.0.1", 80))
+	k.IPVS.SetConnections(key, kept, 0, 1) // inactive (TIME_WAIT) counts too
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80))
 	mustApply(t, r)
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
-	expectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
+	fakekernel.ExpectOps(t, k, "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=0", "update-rs 10.96.0.1:80/TCP 10.244.0.1:8080 weight=1")
 
 	// One without connections goes at once, as upstream: no weight-0
 	// leftover until a drift check.
-	k.ipvs.SetConnections(key, kept, 0, 0)
-	r.setService(name("a"), state("10.96.0.1", 80))
+	k.IPVS.SetConnections(key, kept, 0, 0)
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80))
 	mustApply(t, r)
-	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 	if len(r.draining) != 0 {
 		t.Errorf("left draining: %v", r.draining)
 	}
@@ -181,25 +183,25 @@ func TestReconcilerAdoptKeepsWritesMadeDuringTheRead(t *testing.T) {
 	}
 	// ...while the sync goroutine programs a new Service, which the view
 	// cannot contain, and someone deletes a's virtual server after the read.
-	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
-	k.ops()
-	_ = k.ipvs.DeleteVirtualServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80})
-	k.ops()
+	k.Ops()
+	_ = k.IPVS.DeleteVirtualServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80})
+	k.Ops()
 
 	mustAdopt(t, r, view)
 	mustApply(t, r)
 	// b is not re-added (the reconciler's belief wins for keys it wrote);
 	// a's deletion happened after the read, so it is repaired by the next check.
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 	mustRefresh(t, r)
-	expectOps(t, k, "add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
+	fakekernel.ExpectOps(t, k, "add-vs 10.96.0.1:80/TCP", "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 }
 
 func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
 	k, r := serviceA(t, "10.244.0.1:8080")
-	_ = k.links.DeleteAddress(netip.MustParseAddr("10.96.0.1"))
-	k.ops()
+	_ = k.Links.DeleteAddress(netip.MustParseAddr("10.96.0.1"))
+	k.Ops()
 	r.beginRead()
 	view, err := r.readKernel()
 	if err != nil {
@@ -207,24 +209,24 @@ func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
 	}
 	mustAdopt(t, r, view)
 	mustApply(t, r)
-	expectOps(t, k, "add-addr 10.96.0.1")
+	fakekernel.ExpectOps(t, k, "add-addr 10.96.0.1")
 }
 
 func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.10", 80, "10.244.0.1:8080"))
-	r.setService(name("kubernetes"), state("10.96.0.1", 443, "10.0.2.100:6443"))
-	r.setService(name("b"), state("10.96.0.11", 80, "10.244.0.2:8080"))
-	critical := []types.NamespacedName{name("kubernetes"), name("absent")}
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	r.setService(testobj.Name("a"), state("10.96.0.10", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("kubernetes"), state("10.96.0.1", 443, "10.0.2.100:6443"))
+	r.setService(testobj.Name("b"), state("10.96.0.11", 80, "10.244.0.2:8080"))
+	critical := []types.NamespacedName{testobj.Name("kubernetes"), testobj.Name("absent")}
 
 	clock := withClock(r)
-	k.ipvs.FailNext = "add-rs 10.96.0.1:443"
+	k.IPVS.FailNext = "add-rs 10.96.0.1:443"
 	n, errs := r.applyFirst(critical)
 	if n != 4 || len(errs) != 1 {
 		t.Fatalf("applyFirst = %d objects, errors %v; want 4 objects and the injected error", n, errs)
 	}
-	expectOps(t, k, "add-addr 10.96.0.1", "add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:443",
+	fakekernel.ExpectOps(t, k, "add-addr 10.96.0.1", "add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:443",
 		"add-entry KUBE-IPVS-IPS 10.96.0.1", "add-vs 10.96.0.1:443/TCP")
 
 	// The failed real server stays pending, and once its retry is due it
@@ -232,15 +234,15 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 	if _, errs = r.applyFirst(critical); len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	expectOps(t, k)
-	clock.advance(retryFirst)
+	fakekernel.ExpectOps(t, k)
+	clock.Advance(retryFirst)
 	n, errs = r.applyFirst(critical)
 	if n != 1 || len(errs) != 0 {
 		t.Fatalf("retry = %d objects, errors %v; want the one failed virtual server", n, errs)
 	}
-	expectOps(t, k, "add-rs 10.96.0.1:443/TCP 10.0.2.100:6443")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:443/TCP 10.0.2.100:6443")
 	mustApply(t, r)
-	expectOps(t, k,
+	fakekernel.ExpectOps(t, k,
 		"add-addr 10.96.0.10", "add-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "add-entry KUBE-IPVS-IPS 10.96.0.10",
 		"add-vs 10.96.0.10:80/TCP", "add-rs 10.96.0.10:80/TCP 10.244.0.1:8080",
 		"add-addr 10.96.0.11", "add-entry KUBE-CLUSTER-IP 10.96.0.11,tcp:80", "add-entry KUBE-IPVS-IPS 10.96.0.11",
@@ -253,36 +255,36 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 func TestReconcilerDrainWaitsWhenTheVirtualServerChangedDuringTheRead(t *testing.T) {
 	k, r := serviceA(t, "10.244.0.1:8080", "10.244.0.2:8080")
 	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
-	k.ipvs.SetConnections(key, netip.MustParseAddrPort("10.244.0.2:8080"), 1, 0)
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	k.IPVS.SetConnections(key, netip.MustParseAddrPort("10.244.0.2:8080"), 1, 0)
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	mustApply(t, r)
-	k.ops()
+	k.Ops()
 
 	// The read sees the quiesced server idle, but the virtual server is
 	// written while the read is in flight: its counters may be stale.
-	k.ipvs.SetConnections(key, netip.MustParseAddrPort("10.244.0.2:8080"), 0, 0)
+	k.IPVS.SetConnections(key, netip.MustParseAddrPort("10.244.0.2:8080"), 0, 0)
 	v := mustRead(t, r)
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.3:8080"))
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.3:8080"))
 	mustApply(t, r)
 	if errs := r.drain(v, mustAdopt(t, r, v)); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.3:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.3:8080")
 
 	// The next drift check deletes it.
 	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
-	expectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
+	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 }
 
 func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
-	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.3:8080"))
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080"))
+	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.3:8080"))
 	mustApply(t, r)
-	k.ops()
+	k.Ops()
 
 	// A dump resumed by position while the table changed skipped a real
 	// server of one virtual server and the whole of another.
@@ -295,30 +297,30 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 		t.Fatal(errs)
 	}
 	mustApply(t, r)
-	expectOps(t, k) // nothing was missing: no "file exists" repairs
+	fakekernel.ExpectOps(t, k) // nothing was missing: no "file exists" repairs
 
 	// Real drift is still repaired.
-	if err := k.ipvs.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.2:8080")); err != nil {
+	if err := k.IPVS.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.2:8080")); err != nil {
 		t.Fatal(err)
 	}
-	k.ops()
+	k.Ops()
 	mustRefresh(t, r)
-	expectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.2:8080")
 }
 
 func TestReconcilerWritesMoreOpsThanOneWriteHolds(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	n := opsPerWrite/11 + 10 // a virtual server and 10 real servers each
 	for i := 0; i < n; i++ {
 		var reals []string
 		for j := 0; j < 10; j++ {
 			reals = append(reals, fmt.Sprintf("10.%d.%d.%d:8080", 100+j, i>>8, i&0xff))
 		}
-		r.setService(name(fmt.Sprint(i)), state(fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff), 80, reals...))
+		r.setService(testobj.Name(fmt.Sprint(i)), state(fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff), 80, reals...))
 	}
 	mustApply(t, r)
-	if got := len(k.ipvs.TakeOps()); got != 11*n {
+	if got := len(k.IPVS.TakeOps()); got != 11*n {
 		t.Fatalf("%d IPVS writes, want %d", got, 11*n)
 	}
 	if len(r.vs.dirty) != 0 {
@@ -328,18 +330,18 @@ func TestReconcilerWritesMoreOpsThanOneWriteHolds(t *testing.T) {
 
 func TestOwnersKeepAnObjectUntilItsLastOwner(t *testing.T) {
 	o := owners[string, int]{}
-	o.add("vip", name("b"), 2)
-	o.add("vip", name("c"), 3)
-	o.add("vip", name("b"), 20) // an owner's new value replaces its old one
+	o.add("vip", testobj.Name("b"), 2)
+	o.add("vip", testobj.Name("c"), 3)
+	o.add("vip", testobj.Name("b"), 20) // an owner's new value replaces its old one
 	if v, ok := o.get("vip"); !ok || v != 20 {
 		t.Fatalf("two owners: got %d, %v; want b's latest value 20", v, ok)
 	}
-	o.remove("vip", name("b")) // the inline owner goes; another takes its place
+	o.remove("vip", testobj.Name("b")) // the inline owner goes; another takes its place
 	if v, ok := o.get("vip"); !ok || v != 3 {
 		t.Fatalf("after b left: got %d, %v; want c's value 3", v, ok)
 	}
-	o.remove("vip", name("x")) // not an owner: nothing changes
-	o.remove("vip", name("c"))
+	o.remove("vip", testobj.Name("x")) // not an owner: nothing changes
+	o.remove("vip", testobj.Name("c"))
 	if _, ok := o.get("vip"); ok || len(o) != 0 {
 		t.Fatalf("after the last owner left the object is still wanted: %+v", o)
 	}
@@ -361,29 +363,29 @@ func (l *betweenSlices) Lock() {
 }
 
 func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	r.adoptSlice = 1
-	r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	r.setService(name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
-	r.setService(name("d"), state("10.96.0.4", 80, "10.244.0.5:8080"))
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	r.setService(testobj.Name("d"), state("10.96.0.4", 80, "10.244.0.5:8080"))
 	mustApply(t, r)
 	// Drift the read will see.
-	if err := k.ipvs.DeleteRealServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.4"), Protocol: ipvs.TCP, Port: 80},
+	if err := k.IPVS.DeleteRealServer(ipvs.Key{Address: netip.MustParseAddr("10.96.0.4"), Protocol: ipvs.TCP, Port: 80},
 		netip.MustParseAddrPort("10.244.0.5:8080")); err != nil {
 		t.Fatal(err)
 	}
-	k.ops()
+	k.Ops()
 
 	v := mustRead(t, r)
 	// While adopt pauses, a sync changes a, deletes b and adds c: the read
 	// has a's old real server, has b and lacks c, and must undo none of it.
 	l := &betweenSlices{sync: func() {
-		r.setService(name("a"), state("10.96.0.1", 80, "10.244.0.3:8080"))
-		r.setService(name("b"), desired.State{})
-		r.setService(name("c"), state("10.96.0.3", 80, "10.244.0.4:8080"))
+		r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.3:8080"))
+		r.setService(testobj.Name("b"), desired.State{})
+		r.setService(testobj.Name("c"), state("10.96.0.3", 80, "10.244.0.4:8080"))
 		mustApply(t, r)
-		k.ops()
+		k.Ops()
 	}}
 	r.mu = l
 	w, err := r.adopt(v)
@@ -397,17 +399,17 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 		t.Fatal(errs)
 	}
 	mustApply(t, r)
-	expectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
+	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.4:80/TCP 10.244.0.5:8080")
 	// a's old real server and b, idle, went at once in that sync; the
 	// next drift check finds nothing to do.
 	mustRefresh(t, r)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 	want := strings.Join([]string{
 		"-A 10.96.0.1:80/TCP -s rr", "-A 10.96.0.3:80/TCP -s rr", "-A 10.96.0.4:80/TCP -s rr",
 		"-a 10.96.0.1:80/TCP -r 10.244.0.3:8080 -w 1", "-a 10.96.0.3:80/TCP -r 10.244.0.4:8080 -w 1",
 		"-a 10.96.0.4:80/TCP -r 10.244.0.5:8080 -w 1",
 	}, "\n")
-	if got := k.ipvs.Dump(); got != want {
+	if got := k.IPVS.Dump(); got != want {
 		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
 	}
 }
@@ -417,13 +419,13 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 // so the next drift check writes nothing and the kernel is as a reconciler
 // that never adopted would have made it.
 func TestReconcilerAdoptBesideSyncs(t *testing.T) {
-	k := newFakeKernel(t)
-	r := k.reconciler()
+	k := fakekernel.New(t)
+	r := testReconciler(k)
 	r.adoptSlice = 2
 	final := map[int]desired.State{}
 	for i := 1; i <= 50; i++ {
 		final[i] = numbered(i, 2)
-		r.setService(name(fmt.Sprint(i)), final[i])
+		r.setService(testobj.Name(fmt.Sprint(i)), final[i])
 	}
 	mustApply(t, r)
 
@@ -445,7 +447,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 		} else {
 			final[i] = desired.State{}
 		}
-		r.setService(name(fmt.Sprint(i)), final[i])
+		r.setService(testobj.Name(fmt.Sprint(i)), final[i])
 		mustApply(t, r)
 		r.mu.Unlock()
 	}
@@ -454,18 +456,18 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 		t.Fatal(errs)
 	}
 	mustApply(t, r)
-	k.ops()
+	k.Ops()
 	// The first drift check ends the deleted Services' drain: it deletes
 	// their objects and writes nothing else; the next writes nothing.
 	mustRefresh(t, r)
-	for _, op := range k.ops() {
+	for _, op := range k.Ops() {
 		vip := regexp.MustCompile(`10\.96\.0\.(\d+)`).FindStringSubmatch(op)
 		if !strings.HasPrefix(op, "delete-") || vip == nil || len(final[atoi(t, vip[1])].VirtualServers) > 0 {
 			t.Errorf("drift check wrote %q: not the end of a deleted Service's drain", op)
 		}
 	}
 	mustRefresh(t, r)
-	expectOps(t, k)
+	fakekernel.ExpectOps(t, k)
 
 	expectKernelOf(t, k, final)
 }

@@ -1,4 +1,4 @@
-package proxier
+package reconciler
 
 import (
 	"k8s.io/apimachinery/pkg/types"

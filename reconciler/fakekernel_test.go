@@ -1,0 +1,150 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+)
+
+// testReconciler is a reconciler writing to k, managing its IPv4 sets, with
+// 10.0.0.0/24 excluded.
+func testReconciler(k fakekernel.Kernel) *Reconciler {
+	return New(Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets}, Options{SetNames: setNames(desired.IPv4Sets), Excluded: func(a netip.Addr) bool {
+		return netip.MustParsePrefix("10.0.0.0/24").Contains(a)
+	}})
+}
+
+func state(vip string, port uint16, reals ...string) desired.State {
+	a := netip.MustParseAddr(vip)
+	v := desired.VirtualServer{Virtual: ipvs.VirtualServer{Key: ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: port}, Scheduler: "rr"}}
+	for _, r := range reals {
+		ap := netip.MustParseAddrPort(r)
+		v.Reals = append(v.Reals, ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: 1})
+	}
+	return desired.State{
+		VirtualServers: []desired.VirtualServer{v},
+		Addresses:      []netip.Addr{a},
+		Entries: []desired.SetEntry{
+			{Set: desired.SetClusterIP, Entry: ipset.Entry{IP: a, Protocol: "tcp", Port: port}},
+			{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: a}},
+		},
+	}
+}
+
+// setNames are the names of sets.
+func setNames(sets []ipset.Set) []string {
+	out := make([]string, len(sets))
+	for i, s := range sets {
+		out[i] = s.Name
+	}
+	return out
+}
+
+func withClock(r *Reconciler) *fakekernel.Clock {
+	c := fakekernel.NewClock()
+	r.now = c.Now
+	return c
+}
+
+func mustApply(t *testing.T, r *Reconciler) {
+	t.Helper()
+	if errs := r.apply(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+// mustRefresh runs a drift check inline and applies what it found.
+func mustRefresh(t *testing.T, r *Reconciler) {
+	t.Helper()
+	if err := refresh(r); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, r)
+}
+
+// numbered is Service i's state: VIP 10.96.0.i:80 and reals real servers.
+func numbered(i, reals int) desired.State {
+	var rs []string
+	for j := 0; j < reals; j++ {
+		rs = append(rs, fmt.Sprintf("10.244.%d.%d:8080", i, j))
+	}
+	return state(fmt.Sprintf("10.96.0.%d", i), 80, rs...)
+}
+
+// expectKernelOf checks that k holds what a reconciler that only ever
+// applied final writes to a fresh kernel.
+func expectKernelOf(t *testing.T, k fakekernel.Kernel, final map[int]desired.State) {
+	t.Helper()
+	fresh := fakekernel.New(t)
+	direct := testReconciler(fresh)
+	for i, st := range final {
+		direct.setService(testobj.Name(fmt.Sprint(i)), st)
+	}
+	mustApply(t, direct)
+	if got, want := k.IPVS.Dump(), fresh.IPVS.Dump(); got != want {
+		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
+	}
+	if got, want := k.Sets.Dump(), fresh.Sets.Dump(); got != want {
+		t.Errorf("ipsets hold\n%s\nwant\n%s", got, want)
+	}
+}
+
+// refresh runs a whole drift check on the test's goroutine and drains.
+func refresh(r *Reconciler) error {
+	read := r.CheckNow(nil)
+	if read.view == nil {
+		return read.Err
+	}
+	return errors.Join(append(r.drain(read.view, read.written), read.Err)...)
+}
+
+// mustRead starts a drift check's read and reads the kernel.
+func mustRead(t *testing.T, r *Reconciler) *kernelView {
+	t.Helper()
+	r.beginRead()
+	v, err := r.readKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func mustAdopt(t *testing.T, r *Reconciler, v *kernelView) map[ipvs.Key]bool {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, err := r.adopt(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// serviceA returns a reconciler that has programmed Service a
+// (10.96.0.1:80 → reals), with the kernel's op record cleared.
+func serviceA(t *testing.T, reals ...string) (fakekernel.Kernel, *Reconciler) {
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, reals...))
+	mustApply(t, r)
+	k.Ops()
+	return k, r
+}
+
+// twoServices returns a reconciler that has programmed Services a
+// (10.96.0.1:80 → 10.244.0.1:8080) and b (10.96.0.2:80 → 10.244.0.2:8080).
+func twoServices(t *testing.T) (fakekernel.Kernel, *Reconciler) {
+	k := fakekernel.New(t)
+	r := testReconciler(k)
+	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
+	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustApply(t, r)
+	return k, r
+}
