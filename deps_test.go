@@ -55,6 +55,8 @@ var forbidden = map[string][]string{
 	// The reconciler writes the kernel from desired state: it knows no
 	// Proxier and no apiserver.
 	"./reconciler": {"proxier", "kubeclient", "informers", "k8s.io/client-go"},
+	// The chains are iptables' alone.
+	"./glue": {"proxier", "reconciler", "dummyiface", "kubeclient", "informers", "k8s.io/client-go"},
 }
 
 func TestPackagesImportOnlyDown(t *testing.T) {

@@ -32,6 +32,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
@@ -118,9 +119,9 @@ func config(c *cli.Context) (proxier.Config, error) {
 	if mode := c.String("proxy-mode"); mode != "ipvs" {
 		return cfg, fmt.Errorf("--proxy-mode=%q is not supported: kube-ipvs-proxy only implements 'ipvs'", mode)
 	}
-	cfg.Scheduler = c.String("ipvs-scheduler")
-	if cfg.Scheduler != "" && !contains(schedulers, cfg.Scheduler) {
-		return cfg, fmt.Errorf("--ipvs-scheduler=%q: unknown scheduler (one of %s)", cfg.Scheduler, strings.Join(schedulers, ", "))
+	cfg.Desired.Scheduler = c.String("ipvs-scheduler")
+	if cfg.Desired.Scheduler != "" && !contains(schedulers, cfg.Desired.Scheduler) {
+		return cfg, fmt.Errorf("--ipvs-scheduler=%q: unknown scheduler (one of %s)", cfg.Desired.Scheduler, strings.Join(schedulers, ", "))
 	}
 	cfg.SyncPeriod, cfg.MinSyncPeriod = c.Duration("ipvs-sync-period"), c.Duration("ipvs-min-sync-period")
 	if cfg.SyncPeriod <= 0 {
@@ -133,7 +134,7 @@ func config(c *cli.Context) (proxier.Config, error) {
 		return cfg, errors.New("--config-sync-period: must be greater than 0")
 	}
 	var err error
-	if cfg.ClusterCIDRs, err = parsePrefixes([]string{c.String("cluster-cidr")}); err != nil {
+	if cfg.Glue.ClusterCIDRs, err = parsePrefixes([]string{c.String("cluster-cidr")}); err != nil {
 		return cfg, fmt.Errorf("--cluster-cidr: %w", err)
 	}
 	if err := detectLocal(c, &cfg); err != nil {
@@ -158,40 +159,40 @@ func config(c *cli.Context) (proxier.Config, error) {
 		}
 		cfg.CriticalServices = append(cfg.CriticalServices, types.NamespacedName{Namespace: ns, Name: name})
 	}
-	cfg.MasqueradeAll = c.Bool("masquerade-all")
-	cfg.MasqueradeBit = c.Int("iptables-masquerade-bit")
-	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
-		return cfg, fmt.Errorf("--iptables-masquerade-bit=%d: must be within [0, 31]", cfg.MasqueradeBit)
+	cfg.Glue.MasqueradeAll = c.Bool("masquerade-all")
+	cfg.Glue.MasqueradeBit = c.Int("iptables-masquerade-bit")
+	if cfg.Glue.MasqueradeBit < 0 || cfg.Glue.MasqueradeBit > 31 {
+		return cfg, fmt.Errorf("--iptables-masquerade-bit=%d: must be within [0, 31]", cfg.Glue.MasqueradeBit)
 	}
-	cfg.NodeName = c.String("hostname-override")
-	if cfg.NodeName == "" {
-		if cfg.NodeName, err = os.Hostname(); err != nil {
+	cfg.Desired.NodeName = c.String("hostname-override")
+	if cfg.Desired.NodeName == "" {
+		if cfg.Desired.NodeName, err = os.Hostname(); err != nil {
 			return cfg, fmt.Errorf("hostname: %w", err)
 		}
 	}
-	cfg.NodeName = strings.ToLower(strings.TrimSpace(cfg.NodeName))
+	cfg.Desired.NodeName = strings.ToLower(strings.TrimSpace(cfg.Desired.NodeName))
 	_, err = os.Stat("/proc/net/if_inet6")
-	cfg.IPv6Capable = err == nil
+	cfg.Desired.IPv6Capable = err == nil
 	return cfg, nil
 }
 
 // detectLocal reads --detect-local-mode and the interface it needs.
 func detectLocal(c *cli.Context, cfg *proxier.Config) error {
-	cfg.DetectLocal = c.String("detect-local-mode")
+	cfg.Glue.DetectLocal = c.String("detect-local-mode")
 	need := ""
-	switch cfg.DetectLocal {
-	case "", proxier.DetectClusterCIDR, proxier.DetectNodeCIDR:
-	case proxier.DetectBridgeInterface:
+	switch cfg.Glue.DetectLocal {
+	case "", glue.DetectClusterCIDR, glue.DetectNodeCIDR:
+	case glue.DetectBridgeInterface:
 		need = "pod-bridge-interface"
-	case proxier.DetectInterfaceNamePrefix:
+	case glue.DetectInterfaceNamePrefix:
 		need = "pod-interface-name-prefix"
 	default:
-		return fmt.Errorf("--detect-local-mode=%q: unknown mode (one of %s, %s, %s, %s)", cfg.DetectLocal,
-			proxier.DetectClusterCIDR, proxier.DetectNodeCIDR, proxier.DetectBridgeInterface, proxier.DetectInterfaceNamePrefix)
+		return fmt.Errorf("--detect-local-mode=%q: unknown mode (one of %s, %s, %s, %s)", cfg.Glue.DetectLocal,
+			glue.DetectClusterCIDR, glue.DetectNodeCIDR, glue.DetectBridgeInterface, glue.DetectInterfaceNamePrefix)
 	}
 	if need != "" {
-		if cfg.LocalInterface = c.String(need); cfg.LocalInterface == "" {
-			return fmt.Errorf("--detect-local-mode=%s needs --%s", cfg.DetectLocal, need)
+		if cfg.Glue.LocalInterface = c.String(need); cfg.Glue.LocalInterface == "" {
+			return fmt.Errorf("--detect-local-mode=%s needs --%s", cfg.Glue.DetectLocal, need)
 		}
 	}
 	// Either reaches iptables-restore's input; a newline would add a rule.
@@ -408,8 +409,8 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 	if err := setOOMScoreAdj(c.Int("oom-score-adj")); err != nil {
 		log.Warn("OOM score not adjusted", zap.Error(err))
 	}
-	settings.ipv6 = cfg.IPv6Capable
-	if !cfg.IPv6Capable {
+	settings.ipv6 = cfg.Desired.IPv6Capable
+	if !cfg.Desired.IPv6Capable {
 		log.Info("this node has no IPv6 (no /proc/net/if_inet6): IPv6 Services and endpoints are ignored")
 	}
 	if c.Bool("init-only") {
@@ -455,9 +456,9 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 
 	// Events go through a poster that names each warning by what it says:
 	// the same warning from every node and every restart is one object.
-	warnings := kevents.New(client, "kube-proxy", cfg.NodeName, log.Named("events"))
+	warnings := kevents.New(client, "kube-proxy", cfg.Desired.NodeName, log.Named("events"))
 	go warnings.Run(ctx)
-	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName}
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.Desired.NodeName}
 	warnings.Announce(nodeRef, v1.EventTypeNormal, "Starting", "StartKubeProxy", "Starting kube-ipvs-proxy.")
 	eventConfigFile(warnings, nodeRef, file)
 
@@ -492,10 +493,10 @@ func start(c *cli.Context, log *zap.Logger, file *proxyconfig.File, cfg proxier.
 	if err := informers.StartCritical(ctx, client, cfg.CriticalServices, c.Duration("config-sync-period"), critical, critical, critical.Stop); err != nil {
 		return err
 	}
-	if err := informers.Start(ctx, client, cfg.NodeName, c.Duration("config-sync-period"), p, p, p); err != nil {
+	if err := informers.Start(ctx, client, cfg.Desired.NodeName, c.Duration("config-sync-period"), p, p, p); err != nil {
 		return err
 	}
-	log.Info("kube-ipvs-proxy started", zap.String("node", cfg.NodeName), zap.String("scheduler", cfg.Scheduler),
+	log.Info("kube-ipvs-proxy started", zap.String("node", cfg.Desired.NodeName), zap.String("scheduler", cfg.Desired.Scheduler),
 		zap.Duration("syncPeriod", cfg.SyncPeriod), zap.Duration("minSyncPeriod", cfg.MinSyncPeriod))
 	p.Run(ctx)
 	log.Info("shutting down; kernel state is left in place so traffic keeps flowing")

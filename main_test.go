@@ -120,7 +120,7 @@ func TestPreferSameTrafficDistributionGate(t *testing.T) {
 		var got bool
 		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
 			cfg, err := config(c)
-			got = cfg.IgnoreNodeHints
+			got = cfg.Desired.IgnoreNodeHints
 			return err
 		}}
 		if err := app.Run([]string{"kube-ipvs-proxy", "--feature-gates=" + gates}); err != nil {

@@ -87,7 +87,7 @@ func featureGates(c *cli.Context, cfg *proxier.Config) error {
 		}
 	}
 	if on, set := gates[appliedGate]; set && !on {
-		cfg.IgnoreNodeHints = true
+		cfg.Desired.IgnoreNodeHints = true
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient/clientset"
@@ -50,8 +51,8 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := proxier.Config{Config: desired.Config{NodeName: framework.NodeName, IPv6Capable: v6 == nil},
-		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, MasqueradeBit: 14, CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}}
+	cfg := proxier.Config{Desired: desired.Config{NodeName: framework.NodeName, IPv6Capable: v6 == nil},
+		SyncPeriod: 30 * time.Second, MinSyncPeriod: time.Second, Glue: glue.Config{MasqueradeBit: 14}, CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}}
 	m := metrics.New()
 	// The scenarios read the metrics where a proxier serves them.
 	ln, err := net.Listen("tcp", "127.0.0.1:10249")
@@ -68,7 +69,7 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	s.logf("cold start")
 	start := time.Now()
 	p := proxier.New(cfg, kern, zap.NewNop(), healthz.New(time.Minute), m, nil)
-	if err := informers.Start(ctx, clientset.Client{Interface: client}, cfg.NodeName, 15*time.Minute, p, p, p); err != nil {
+	if err := informers.Start(ctx, clientset.Client{Interface: client}, cfg.Desired.NodeName, 15*time.Minute, p, p, p); err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})

@@ -156,6 +156,17 @@ type Fake struct {
 	// hang, when set (SetHang), holds Save and Restore until it is closed,
 	// as a hung process holds its caller until the deadline kills it.
 	hang chan struct{}
+	// hook, when set (SetHook), sees each run begin ("save", "restore"),
+	// before hang and Fail; it may block, as a slow process does.
+	hook func(op string)
+}
+
+// SetHook calls h as each Save ("save") or Restore ("restore") begins; nil
+// stops it. Safe to call while another goroutine is in Save or Restore.
+func (f *Fake) SetHook(h func(op string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hook = h
 }
 
 // SetHang makes Save and Restore wait until c is closed and then fail as
@@ -167,11 +178,15 @@ func (f *Fake) SetHang(c chan struct{}) {
 	f.hang = c
 }
 
-// hung waits out a hang set by SetHang, without holding f.mu.
-func (f *Fake) hung() error {
+// hung calls the hook and waits out a hang set by SetHang, without
+// holding f.mu.
+func (f *Fake) hung(op string) error {
 	f.mu.Lock()
-	c := f.hang
+	c, h := f.hang, f.hook
 	f.mu.Unlock()
+	if h != nil {
+		h(op)
+	}
 	if c == nil {
 		return nil
 	}
@@ -188,7 +203,7 @@ type fakeTable struct {
 var _ Interface = (*Fake)(nil)
 
 func (f *Fake) Save() ([]byte, error) {
-	if err := f.hung(); err != nil {
+	if err := f.hung("save"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -228,7 +243,7 @@ func isBuiltin(chain string) bool {
 // Restore applies a payload; unlike iptables-restore it does not check it
 // and applies each line at once rather than on COMMIT.
 func (f *Fake) Restore(payload []byte) error {
-	if err := f.hung(); err != nil {
+	if err := f.hung("restore"); err != nil {
 		return err
 	}
 	f.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 )
 
 // What a sync does once the reconciler has applied the changes: bring the
@@ -49,11 +50,11 @@ func (p *Proxier) syncHealthChecks() {
 // the apply, in syncGlue.
 func (p *Proxier) syncGlueAhead() {
 	for _, g := range p.glues {
-		in, grew := g.grow(p.glueInput(g.fam))
-		if !grew || !g.use(in) {
+		in, grew := g.Grow(p.glueInput(g.Family()))
+		if !grew || !g.Use(in) {
 			continue
 		}
-		p.rewriteGlueWith(g, g.rewriteAhead)
+		p.rewriteGlueWith(g, g.RewriteAhead)
 	}
 }
 
@@ -62,17 +63,17 @@ func (p *Proxier) syncGlueAhead() {
 // the kernel setup. While the setup is failing the sync leaves them to the
 // setup's retry, with its backoff: iptables may hang until its deadline,
 // and the sync has IPVS, addresses and set entries to write.
-func (p *Proxier) rewriteGlue(g *glue) { p.rewriteGlueWith(g, g.rewrite) }
+func (p *Proxier) rewriteGlue(g *glue.Glue) { p.rewriteGlueWith(g, g.Rewrite) }
 
-// rewriteGlueWith is rewriteGlue with rewrite or rewriteAhead.
-func (p *Proxier) rewriteGlueWith(g *glue, rewrite func() (bool, glueTimes, error)) {
+// rewriteGlueWith is rewriteGlue with Rewrite or RewriteAhead.
+func (p *Proxier) rewriteGlueWith(g *glue.Glue, rewrite func() (bool, glue.Times, error)) {
 	if p.setupStatus.Failing(setupKey) {
 		return
 	}
 	_, t, err := rewrite()
-	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.fam),
-		zap.Durations("lock, save, restore, read back", []time.Duration{t.lock, t.save, t.restore, t.readBack}), zap.Error(err))
-	if errors.Is(err, errGlueFailing) || errors.Is(err, errGlueBusy) {
+	p.log.Debug("iptables chains rewritten", zap.Stringer("family", g.Family()),
+		zap.Durations("lock, save, restore, read back", []time.Duration{t.Lock, t.Save, t.Restore, t.ReadBack}), zap.Error(err))
+	if errors.Is(err, glue.ErrFailing) || errors.Is(err, glue.ErrBusy) {
 		return // whoever runs or failed reports it; the chains stay behind
 	}
 	if err != nil {
@@ -87,33 +88,33 @@ func (p *Proxier) rewriteGlueWith(g *glue, rewrite func() (bool, glueTimes, erro
 // setup.
 func (p *Proxier) syncGlue() {
 	for _, g := range p.glues {
-		g.use(p.glueInput(g.fam))
-		if g.behind() {
+		g.Use(p.glueInput(g.Family()))
+		if g.Behind() {
 			p.rewriteGlue(g)
 		}
 	}
 }
 
 // glueInput is what fam's chains depend on now.
-func (p *Proxier) glueInput(fam desired.Family) glueInput {
+func (p *Proxier) glueInput(fam desired.Family) glue.Input {
 	if p.blockedDirty {
 		p.blocked = nil // a new slice: the glue keeps the last one it was given
 		for _, list := range p.nodeBlocked {
 			p.blocked = append(p.blocked, list...)
 		}
-		slices.SortFunc(p.blocked, compareEntries)
+		slices.SortFunc(p.blocked, glue.CompareEntries)
 		p.blocked = slices.Compact(p.blocked)
 		p.blockedDirty = false
 	}
-	in := glueInput{inUse: map[string]bool{}, podCIDR: p.nodeIPs.current.PodCIDR[fam]}
-	for _, s := range glueSets() {
+	in := glue.Input{InUse: map[string]bool{}, PodCIDR: p.nodeIPs.current.PodCIDR[fam]}
+	for _, s := range glue.Sets() {
 		if p.setsInUse[fam.SetName(s)] {
-			in.inUse[s] = true
+			in.InUse[s] = true
 		}
 	}
 	for _, e := range p.blocked {
 		if fam.Holds(e.IP) {
-			in.nodeBlocked = append(in.nodeBlocked, e)
+			in.NodeBlocked = append(in.NodeBlocked, e)
 		}
 	}
 	return in

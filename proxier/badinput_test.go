@@ -40,7 +40,7 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 				t.Fatal("desired.Compute no longer panics on a nil slice: pick another panicking input for this test")
 			}
 		}()
-		desired.Compute(bad, []*discovery.EndpointSlice{nil}, &p.cfg.Config, desired.Node{})
+		desired.Compute(bad, []*discovery.EndpointSlice{nil}, &p.cfg.Desired, desired.Node{})
 	}()
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()

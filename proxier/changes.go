@@ -107,5 +107,5 @@ func (p *Proxier) stateOf(in serviceInput) (st desired.State, problems []string)
 		}
 		st, problems = desired.State{}, []string{msg}
 	}()
-	return desired.Compute(in.service, in.slices, &p.cfg.Config, p.nodeIPs.current)
+	return desired.Compute(in.service, in.slices, &p.cfg.Desired, p.nodeIPs.current)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -93,13 +94,13 @@ func cleanupPayload(saved string) []byte {
 			flush()
 		case strings.HasPrefix(line, ":"):
 			chain, _, _ := strings.Cut(line[1:], " ")
-			if slices.Contains(glueChains[table], chain) {
+			if slices.Contains(glue.Chains[table], chain) {
 				present = append(present, chain)
 			}
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
 			target := f[len(f)-1]
-			if f[len(f)-2] == "-j" && slices.Contains(glueChains[table], target) && !slices.Contains(glueChains[table], f[1]) {
+			if f[len(f)-2] == "-j" && slices.Contains(glue.Chains[table], target) && !slices.Contains(glue.Chains[table], f[1]) {
 				deletes = append(deletes, "-D "+line[len("-A "):])
 			}
 		}

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
@@ -61,6 +62,30 @@ func chains(t *testing.T, ipt *iptables.Fake) string {
 		t.Fatal(err)
 	}
 	return string(saved)
+}
+
+// holdRun starts a run of g's chains on another goroutine, as a drift
+// check does, and returns once it holds them; it runs on when release is
+// called, and release returns when it has ended.
+func holdRun(g *glue.Glue, ipt *iptables.Fake) (release func()) {
+	held, proceed, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var taken atomic.Bool
+	ipt.SetHook(func(string) {
+		if taken.CompareAndSwap(false, true) { // the run's first call; others pass
+			close(held)
+			<-proceed
+		}
+	})
+	go func() {
+		_, _, _ = g.Ensure(false)
+		close(ended)
+	}()
+	<-held
+	return func() {
+		ipt.SetHook(nil)
+		close(proceed)
+		<-ended
+	}
 }
 
 const externalRule = "--match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ"
@@ -211,37 +236,6 @@ func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	}
 }
 
-// TestGlueLeftBehindCatchesUp: a sync's rewrite does not run iptables again
-// after another goroutine's run failed (it would wait a second deadline);
-// the chains are behind until a later write brings them in line.
-func TestGlueLeftBehindCatchesUp(t *testing.T) {
-	ipt := &iptables.Fake{}
-	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
-	g.use(glueInput{inUse: map[string]bool{desired.SetClusterIP: true}})
-	ipt.Fail = errors.New("iptables-save: killed at its deadline")
-	if _, _, err := g.ensure(false); err == nil {
-		t.Fatal("the injected failure was not returned")
-	}
-	g.use(glueInput{inUse: map[string]bool{desired.SetClusterIP: true, desired.SetExternalIP: true}})
-	saves := ipt.Saves
-	if _, _, err := g.rewrite(); !errors.Is(err, errGlueFailing) || ipt.Saves != saves {
-		t.Fatalf("rewrite after a failed run: %v, %d runs", err, ipt.Saves-saves)
-	}
-	if !g.behind() {
-		t.Fatal("chains not written, yet not behind")
-	}
-	ipt.Fail = nil
-	if _, _, err := g.ensure(false); err != nil || g.behind() {
-		t.Fatalf("the retry did not catch up: %v", err)
-	}
-	if c := chains(t, ipt); !strings.Contains(c, externalRule) {
-		t.Errorf("chains:\n%s", c)
-	}
-	if _, _, err := g.rewrite(); err != nil {
-		t.Errorf("rewrite once iptables works: %v", err)
-	}
-}
-
 // TestSyncDoesNotWaitForAnotherIPTablesRun: while a drift check's (or a
 // retry's) iptables run holds the glue for longer than aheadWait (a hung
 // one), a sync that needs new rules writes IPVS and set entries after at
@@ -249,8 +243,7 @@ func TestGlueLeftBehindCatchesUp(t *testing.T) {
 // writes them.
 func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 	p, k, ipt, _ := proxierPastFirstSync(t)
-	g := p.glues[0]
-	g.mu.Lock() // another goroutine's run, however long it takes
+	release := holdRun(p.glues[0], ipt) // another goroutine's run, however long it takes
 	done := make(chan struct{})
 	go func() {
 		p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
@@ -260,7 +253,7 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		g.mu.Unlock()
+		release()
 		t.Fatal("the sync waited for another goroutine's iptables run")
 	}
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
@@ -269,7 +262,7 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 	if strings.Contains(chains(t, ipt), externalRule) {
 		t.Error("the chains were written while another run held them")
 	}
-	g.mu.Unlock()
+	release()
 	p.SyncNow()
 	if !strings.Contains(chains(t, ipt), externalRule) {
 		t.Errorf("the chains did not catch up:\n%s", chains(t, ipt))
@@ -289,9 +282,8 @@ func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 		}
 		return rule
 	}
-	g := p.glues[0]
-	g.mu.Lock() // a drift check's run, which ends soon
-	go func() { time.Sleep(200 * time.Millisecond); g.mu.Unlock() }()
+	release := holdRun(p.glues[0], ipt) // a drift check's run, which ends soon
+	time.AfterFunc(200*time.Millisecond, release)
 	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 )
 
 // nodeIPs tracks what desired.Compute needs of this node: its addresses, read
@@ -135,7 +136,7 @@ func (p *Proxier) refreshNodeIPs() error {
 	p.nodeIPs.mu.Unlock()
 	var next desired.Node
 	for _, a := range listed {
-		if p.cfg.IPv6Capable || desired.FamilyOf(a) == desired.IPv4 {
+		if p.cfg.Desired.IPv6Capable || desired.FamilyOf(a) == desired.IPv4 {
 			next.All = append(next.All, a)
 		}
 	}
@@ -154,7 +155,7 @@ func (p *Proxier) refreshNodeIPs() error {
 	if p.cfg.NodePortPrimary && !primary[desired.IPv4].IsValid() && !primary[desired.IPv6].IsValid() {
 		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no address yet")
 	}
-	if p.cfg.DetectLocal == DetectNodeCIDR && !node.podCIDR[desired.IPv4].IsValid() {
+	if p.cfg.Glue.DetectLocal == glue.DetectNodeCIDR && !node.podCIDR[desired.IPv4].IsValid() {
 		p.log.Warn("--detect-local-mode=NodeCIDR but the Node has no IPv4 pod CIDR yet; until it has, cluster-IP traffic is masqueraded as without a cluster CIDR")
 	}
 	switch {

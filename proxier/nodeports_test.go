@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
@@ -29,7 +30,7 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	addrs := &nodeaddrs.Fake{}
 	a, b := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1")
 	addrs.Set(nil, a, netip.MustParseAddr("fd00::15"))
-	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
+	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, NodeAddrs: addrs},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	web := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
@@ -136,7 +137,7 @@ func TestNodePortFilter(t *testing.T) {
 func TestNodeCIDRFollowsTheNode(t *testing.T) {
 	k := fakekernel.Bare()
 	ipt := &iptables.Fake{}
-	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, DetectLocal: DetectNodeCIDR},
+	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14, DetectLocal: glue.DetectNodeCIDR}, SyncPeriod: time.Hour},
 		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, NodeAddrs: &nodeaddrs.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
@@ -183,7 +184,7 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 	web.Spec.Type = v1.ServiceTypeNodePort
 	web.Spec.ExternalIPs = []string{node.String()}
 	start := func() *Proxier {
-		p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
+		p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 			Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}, NodeAddrs: addrs},
 			zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 		p.OnServiceAdd(web)

@@ -15,6 +15,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
@@ -84,7 +85,7 @@ type Proxier struct {
 	runner  *runner
 	// glues are the iptables chains of each family the node has, IPv4
 	// first.
-	glues []*glue
+	glues []*glue.Glue
 
 	// mu makes syncs one at a time: the runner's and SyncNow's.
 	mu sync.Mutex
@@ -145,8 +146,8 @@ type Proxier struct {
 
 // New builds a proxier; nothing touches the kernel before Run.
 func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metrics.Metrics, events EventRecorder) *Proxier {
-	if cfg.Scheduler == "" {
-		cfg.Scheduler = "rr"
+	if cfg.Desired.Scheduler == "" {
+		cfg.Desired.Scheduler = "rr"
 	}
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events, now: time.Now,
@@ -164,9 +165,9 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	for _, s := range p.sets() {
 		names = append(names, s.Name)
 	}
-	p.glues = []*glue{{ipt: k.IPTables, fam: desired.IPv4, cfg: &p.cfg}}
-	if cfg.IPv6Capable {
-		p.glues = append(p.glues, &glue{ipt: k.IP6Tables, fam: desired.IPv6, cfg: &p.cfg})
+	p.glues = []*glue.Glue{glue.New(k.IPTables, desired.IPv4, cfg.Glue)}
+	if cfg.Desired.IPv6Capable {
+		p.glues = append(p.glues, glue.New(k.IP6Tables, desired.IPv6, cfg.Glue))
 	}
 	p.rec = reconciler.New(reconciler.Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, Conntrack: k.Conntrack},
 		reconciler.Options{SetNames: names, Excluded: p.cfg.excluded, RetryMax: cfg.SyncPeriod, Now: func() time.Time { return p.now() }})

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
@@ -42,7 +43,7 @@ func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*P
 	k := fakekernel.Bare()
 	ipt := &iptables.Fake{}
 	ev := &recordedEvents{}
-	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
+	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt},
 		log, health, metrics.New(), ev)
 	return p, k, ipt, ev
@@ -268,7 +269,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	eps := testobj.Slice("kubernetes", []discovery.EndpointPort{testobj.SlicePort("https", v1.ProtocolTCP, 6443)}, testobj.EP{IP: "10.0.0.1"})
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
-	st, _ := desired.Compute(api, []*discovery.EndpointSlice{eps}, &p.cfg.Config, desired.Node{})
+	st, _ := desired.Compute(api, []*discovery.EndpointSlice{eps}, &p.cfg.Desired, desired.Node{})
 	_ = k.Links.EnsureLink()
 	for _, err := range k.Links.AddAddresses(st.Addresses) {
 		if err != nil {
@@ -317,7 +318,7 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 	k := fakekernel.Bare()
 	core, logs := observer.New(zap.WarnLevel)
 	critical := []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-system", Name: "kube-dns"}}
-	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, CriticalServices: critical},
+	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, CriticalServices: critical},
 		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}},
 		zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	kube := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
@@ -338,7 +339,7 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	k := fakekernel.Bare()
 	calls := make(chan struct{}, 10)
-	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14, AfterFirstSync: func() { calls <- struct{}{} }},
+	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, AfterFirstSync: func() { calls <- struct{}{} }},
 		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	p.OnServicesSynced()

@@ -68,7 +68,7 @@ func (p *Proxier) reportObjects(out reconciler.Outcome) int {
 		if svc := p.changeTracker.service(r.Owner); svc != nil {
 			evented[r.Owner] = true
 			p.events.Eventf(svc, nil, v1.EventTypeWarning, "KernelRefused", "Sync",
-				"kube-ipvs-proxy on %s could not program %s %s: %v; retrying", p.cfg.NodeName, strings.ReplaceAll(string(r.Kind), "_", " "), r.Object, r.Err)
+				"kube-ipvs-proxy on %s could not program %s %s: %v; retrying", p.cfg.Desired.NodeName, strings.ReplaceAll(string(r.Kind), "_", " "), r.Object, r.Err)
 		}
 	}
 	total := 0

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 )
 
@@ -134,35 +135,35 @@ func (p *Proxier) setupKernel(readBack bool) error {
 	}
 	lap("sets")
 	for _, g := range p.glues {
-		if g.guessing() {
+		if g.Guessing() {
 			// Every cluster has default/kubernetes: an IPv4 cluster IP is
 			// always wanted.
-			filled := map[string]bool{desired.SetClusterIP: g.fam == desired.IPv4}
-			for _, s := range glueSets() {
-				if n, err := p.kernel.Sets.Count(g.fam.SetName(s)); err == nil && n > 0 {
+			filled := map[string]bool{desired.SetClusterIP: g.Family() == desired.IPv4}
+			for _, s := range glue.Sets() {
+				if n, err := p.kernel.Sets.Count(g.Family().SetName(s)); err == nil && n > 0 {
 					filled[s] = true
 				}
 			}
-			g.guess(filled)
+			g.Guess(filled)
 		}
-		drifted, t, err := g.ensure(readBack)
+		drifted, t, err := g.Ensure(readBack)
 		if err != nil {
 			p.metrics.IPTablesRestoreFailures.Inc()
-			return chainsError{fmt.Errorf("%s iptables chains: %w", g.fam, err)}
+			return chainsError{fmt.Errorf("%s iptables chains: %w", g.Family(), err)}
 		}
 		if drifted {
-			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.fam))
+			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.Family()))
 		}
-		lap("iptables " + g.fam.String())
-		took = append(took, zap.Durations("iptables "+g.fam.String()+" lock, save, restore, read back",
-			[]time.Duration{t.lock, t.save, t.restore, t.readBack}))
+		lap("iptables " + g.Family().String())
+		took = append(took, zap.Durations("iptables "+g.Family().String()+" lock, save, restore, read back",
+			[]time.Duration{t.Lock, t.Save, t.Restore, t.ReadBack}))
 	}
 	return nil
 }
 
 // sets are the ipsets of the families the node has.
 func (p *Proxier) sets() []ipset.Set {
-	if p.cfg.IPv6Capable {
+	if p.cfg.Desired.IPv6Capable {
 		return desired.AllSets()
 	}
 	return desired.IPv4Sets

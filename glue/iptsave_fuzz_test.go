@@ -1,4 +1,4 @@
-package proxier
+package glue
 
 import (
 	"net/netip"
@@ -20,7 +20,7 @@ func FuzzSavedBlocked(f *testing.F) {
 	f.Add([]byte("*filter\n-A KUBE-IPVS-OUT-FILTER -s fd00::1 -m ipvs --vaddr fd00::1/128 --vproto sctp --vport 65535 -j DROP -j DROP\n"), []byte{})
 	f.Fuzz(func(t *testing.T, saved, vips []byte) {
 		have, _ := savedBlocked(saved)
-		if !slices.IsSortedFunc(have, compareEntries) || len(slices.CompactFunc(slices.Clone(have), func(a, b ipset.Entry) bool { return a == b })) != len(have) {
+		if !slices.IsSortedFunc(have, CompareEntries) || len(slices.CompactFunc(slices.Clone(have), func(a, b ipset.Entry) bool { return a == b })) != len(have) {
 			t.Fatalf("read %v: not sorted, or not once each", have)
 		}
 		for _, e := range have {
@@ -62,7 +62,7 @@ func blockedOf(b []byte) []ipset.Entry {
 			Port: uint16(b[2+n])<<8 | uint16(b[3+n])})
 		b = b[1+n+3:]
 	}
-	slices.SortFunc(out, compareEntries)
+	slices.SortFunc(out, CompareEntries)
 	return slices.Compact(out)
 }
 

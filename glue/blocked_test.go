@@ -1,4 +1,4 @@
-package proxier
+package glue
 
 import (
 	"fmt"
@@ -6,20 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
-	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 )
 
 // savedForm prints a blocked rule the way iptables-save does: a prefix
@@ -72,7 +62,7 @@ func TestSavedBlocked(t *testing.T) {
 		"COMMIT",
 	}, "\n")
 	want := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81), blockedVIP("fd00::1", "udp", 53)}
-	slices.SortFunc(want, compareEntries)
+	slices.SortFunc(want, CompareEntries)
 	if got, clean := savedBlocked([]byte(saved)); !slices.Equal(got, want) || clean {
 		t.Errorf("read %v (clean %v), want %v, not clean", got, clean, want)
 	}
@@ -95,14 +85,14 @@ func TestSavedBlocked(t *testing.T) {
 // or the kernel; the other chains are rewritten only when they change.
 func TestBlockedRulesEditedOneByOne(t *testing.T) {
 	ipt := &iptables.Fake{Canonical: savedForm}
-	g := &glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
+	g := &Glue{ipt: ipt, cfg: &Config{MasqueradeBit: 14}}
 	a, b, c := blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "tcp", 80), blockedVIP("10.0.0.3", "udp", 53)
 	inUse := map[string]bool{desired.SetClusterIP: true}
-	step := func(in glueInput, wantPayload string, wantDrifted bool) {
+	step := func(in Input, wantPayload string, wantDrifted bool) {
 		t.Helper()
-		g.use(in)
+		g.Use(in)
 		restores := len(ipt.Payloads)
-		drifted, _, err := g.ensure(true)
+		drifted, _, err := g.Ensure(true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +108,7 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 			t.Fatalf("restored %q, want %q", ipt.Payloads[restores:], wantPayload)
 		}
 		var want []string // in order: as a whole write would leave them
-		for _, e := range in.nodeBlocked {
+		for _, e := range in.NodeBlocked {
 			want = append(want, savedForm(blockedRule(e)))
 		}
 		if got := blockedRules(t, ipt); !slices.Equal(got, want) {
@@ -132,32 +122,32 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 		return fmt.Sprintf("-I %s %d %s\n", blockedChain, at, blockedRule(e))
 	}
 	edits := func(lines ...string) string { return "*filter\n" + strings.Join(lines, "") + "COMMIT\n" }
-	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b}}, "full", false)
-	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b}}, "", false)
-	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}}, edits(rule("-D", a), insert(2, c)), false)
-	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{b, c}}, "", false)
+	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{a, b}}, "full", false)
+	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{a, b}}, "", false)
+	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{b, c}}, edits(rule("-D", a), insert(2, c)), false)
+	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{b, c}}, "", false)
 	// Inserted where it sorts, not appended.
-	step(glueInput{inUse: inUse, nodeBlocked: []ipset.Entry{a, b, c}}, edits(insert(1, a)), false)
-	step(glueInput{inUse: inUse}, edits(rule("-D", a), rule("-D", b), rule("-D", c)), false)
+	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{a, b, c}}, edits(insert(1, a)), false)
+	step(Input{InUse: inUse}, edits(rule("-D", a), rule("-D", b), rule("-D", c)), false)
 	lb := map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}
-	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}}, "full", false)
+	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a}}, "full", false)
 	// A rule deleted behind our back is put back alone.
 	if err := ipt.Restore([]byte(edits(rule("-D", a)))); err != nil {
 		t.Fatal(err)
 	}
-	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a, c}},
+	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a, c}},
 		edits(insert(1, a), insert(2, c)), true)
 	// A rule of someone else's in the chain, or ours out of order: it is
 	// flushed and written whole.
 	if err := ipt.Restore([]byte(edits("-A KUBE-IPVS-OUT-FILTER -j DROP\n"))); err != nil {
 		t.Fatal(err)
 	}
-	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a}},
+	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a}},
 		edits(":KUBE-IPVS-OUT-FILTER - [0:0]\n", insert(1, a)), true)
 	if err := ipt.Restore([]byte(edits(insert(1, c)))); err != nil {
 		t.Fatal(err)
 	}
-	step(glueInput{inUse: lb, nodeBlocked: []ipset.Entry{a, c}},
+	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a, c}},
 		edits(":KUBE-IPVS-OUT-FILTER - [0:0]\n", insert(1, a), insert(2, c)), true)
 }
 
@@ -168,50 +158,28 @@ func TestBlockedRulesKeptOnRestart(t *testing.T) {
 	ipt := &iptables.Fake{Canonical: savedForm}
 	cfg := &Config{MasqueradeBit: 14}
 	blocked := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81)}
-	slices.SortFunc(blocked, compareEntries)
-	in := glueInput{inUse: map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}, nodeBlocked: blocked}
-	before := &glue{ipt: ipt, cfg: cfg}
-	before.use(in)
-	if _, _, err := before.ensure(true); err != nil {
+	slices.SortFunc(blocked, CompareEntries)
+	in := Input{InUse: map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}, NodeBlocked: blocked}
+	before := &Glue{ipt: ipt, cfg: cfg}
+	before.Use(in)
+	if _, _, err := before.Ensure(true); err != nil {
 		t.Fatal(err)
 	}
 	want := blockedRules(t, ipt)
 
-	after := &glue{ipt: ipt, cfg: cfg}
-	after.guess(map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true})
-	if _, _, err := after.ensure(false); err != nil {
+	after := &Glue{ipt: ipt, cfg: cfg}
+	after.Guess(map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true})
+	if _, _, err := after.Ensure(false); err != nil {
 		t.Fatal(err)
 	}
 	if got := blockedRules(t, ipt); !slices.Equal(got, want) {
 		t.Fatalf("after the restart's setup the blocked rules are %q, want %q", got, want)
 	}
 	// The first sync's critical Services alone add nothing.
-	if _, grew := after.grow(glueInput{inUse: map[string]bool{desired.SetClusterIP: true}}); grew {
+	if _, grew := after.Grow(Input{InUse: map[string]bool{desired.SetClusterIP: true}}); grew {
 		t.Error("the critical Services grew the adopted chains")
 	}
-	if after.use(in) {
+	if after.Use(in) {
 		t.Error("the full sync, wanting what was there, changed the chains")
-	}
-}
-
-// TestBlockedRuleComesBeforeItsVIP: the rule that keeps the node from a
-// load balancer is in place before the VIP's virtual server takes traffic.
-func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
-	ipt := &iptables.Fake{}
-	vip := blockedVIP("198.51.100.7", "tcp", 80)
-	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt, rule: "-A " + blockedChain + " " + blockedRule(vip)}
-	p := New(Config{Config: desired.Config{NodeName: "me"}, SyncPeriod: time.Hour, MasqueradeBit: 14},
-		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
-		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	s := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
-	s.Spec.Type, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"203.0.113.0/24"}
-	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip.IP.String()}}
-	p.OnServiceAdd(s)
-	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"}))
-	p.OnServicesSynced()
-	p.OnEndpointSlicesSynced()
-	p.SyncNow()
-	if !v.sawAddedRS || !v.hadRule {
-		t.Errorf("real server added %v, with the blocked VIP's rule already in place %v", v.sawAddedRS, v.hadRule)
 	}
 }

@@ -1,4 +1,4 @@
-package proxier
+package glue
 
 import (
 	"bytes"
@@ -43,9 +43,9 @@ func jumpRules() []jumpRule {
 	}
 }
 
-// glueChains are the chains the glue owns, by table, in the order it
+// Chains are the chains the glue owns, by table, in the order it
 // declares them.
-var glueChains = map[string][]string{
+var Chains = map[string][]string{
 	"nat":    {"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER"},
 	"filter": {"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"},
 }
@@ -69,8 +69,8 @@ var setRules = []struct {
 	{desired.SetLoadBalancerSourceIP, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "", "dst,dst,src", "RETURN"},
 }
 
-// glueSets are the sets whose emptiness changes the chains.
-func glueSets() []string {
+// Sets are the sets whose emptiness changes the chains.
+func Sets() []string {
 	out := []string{desired.SetClusterIP, desired.SetExternalIP, desired.SetExternalIPLocal}
 	for _, r := range setRules {
 		out = append(out, r.set)
@@ -87,37 +87,37 @@ func setComment(name string) string {
 	return ""
 }
 
-// glueInput is what the chains depend on besides the configuration.
-type glueInput struct {
-	// inUse are the glueSets some Service wants an entry in, by their
+// Input is what the chains depend on besides the configuration.
+type Input struct {
+	// InUse are the Sets some Service wants an entry in, by their
 	// IPv4 names.
-	inUse map[string]bool
-	// nodeBlocked are the load-balancer VIP:ports of the family the node
+	InUse map[string]bool
+	// NodeBlocked are the load-balancer VIP:ports of the family the node
 	// may not reach (their source ranges leave it out), sorted.
-	nodeBlocked []ipset.Entry
-	// podCIDR is the Node's pod CIDR of the family
+	NodeBlocked []ipset.Entry
+	// PodCIDR is the Node's pod CIDR of the family
 	// (--detect-local-mode=NodeCIDR).
-	podCIDR netip.Prefix
+	PodCIDR netip.Prefix
 }
 
-func (a glueInput) equal(b glueInput) bool {
-	return a.sameButBlocked(b) && slices.Equal(a.nodeBlocked, b.nodeBlocked)
+func (a Input) equal(b Input) bool {
+	return a.sameButBlocked(b) && slices.Equal(a.NodeBlocked, b.NodeBlocked)
 }
 
 // sameButBlocked says whether a and b differ at most in their blocked VIPs.
-func (a glueInput) sameButBlocked(b glueInput) bool {
-	return maps.Equal(a.inUse, b.inUse) && a.podCIDR == b.podCIDR
+func (a Input) sameButBlocked(b Input) bool {
+	return maps.Equal(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR
 }
 
 // gluePayload renders one family's chains for iptables-restore (or
 // ip6tables-restore), rule for rule as upstream kube-proxy writes them, and
 // inserts the jumps missing from the built-in chains. The chains depend on
-// configuration and on glueInput: per-Service matching happens in the
+// configuration and on Input: per-Service matching happens in the
 // ipsets, so a Service change rewrites iptables only when it fills a set or
 // empties it. The blocked VIPs' chain is edited apart (blocked.go): the
 // payload declares it only when blocked says so, and carries its edits.
-func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in glueInput, blocked blockedPlan) []byte {
-	inUse := in.inUse
+func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in Input, blocked blockedPlan) []byte {
+	inUse := in.InUse
 	loopback, reject := "127.0.0.0/8", "icmp-port-unreachable"
 	if fam == desired.IPv6 {
 		loopback, reject = "::1/128", "icmp6-port-unreachable"
@@ -137,7 +137,7 @@ func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in glueInp
 	}
 	const masqComment = `-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose"`
 	w("*nat")
-	for _, c := range glueChains["nat"] {
+	for _, c := range Chains["nat"] {
 		w(":%s - [0:0]", c)
 	}
 	setRule := func(table string) {
@@ -160,7 +160,7 @@ func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in glueInp
 	w("-A KUBE-POSTROUTING -m mark ! --mark %s -j RETURN", markMask)
 	w("-A KUBE-POSTROUTING -j MARK --xor-mark %s", mark)
 	w(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	notLocal := cfg.notLocal(fam, in.podCIDR)
+	notLocal := cfg.notLocal(fam, in.PodCIDR)
 	clusterIPs := fam.SetName(desired.SetClusterIP)
 	switch {
 	case !inUse[desired.SetClusterIP]:
@@ -195,7 +195,7 @@ func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in glueInp
 	inserts("nat")
 	w("COMMIT")
 	w("*filter")
-	for _, c := range glueChains["filter"] {
+	for _, c := range Chains["filter"] {
 		if c != blockedChain || blocked.declare {
 			w(":%s - [0:0]", c)
 		}
@@ -218,26 +218,26 @@ func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in glueInp
 	return b.Bytes()
 }
 
-// glue keeps one family's chains and the jumps to them in place. It reads
+// Glue keeps one family's chains and the jumps to them in place. It reads
 // iptables-save first and runs iptables-restore only when a jump is missing
 // or our chains differ from how iptables-save printed them after our last
 // write: each process costs ~0.15 s in the test VM, and a quiet drift check
 // then runs one instead of two.
-type glue struct {
+type Glue struct {
 	ipt iptables.Interface // iptables or ip6tables
 	fam desired.Family
 	cfg *Config
 
-	// inMu guards in and known, apart from mu, so that a sync's use never
+	// inMu guards in and known, apart from mu, so that a sync's Use never
 	// waits for a drift check's iptables processes.
 	inMu sync.Mutex
 	// in is what the chains depend on; known says a sync has said so
-	// (use), rather than guess.
-	in    glueInput
+	// (Use), rather than Guess.
+	in    Input
 	known bool
 	// gen counts the changes to in, and wroteGen is the one the chains
 	// were last brought in line with: a sync that may not write them (see
-	// rewrite) leaves them behind, for a later write to catch up.
+	// Rewrite) leaves them behind, for a later write to catch up.
 	gen, wroteGen uint64
 
 	mu sync.Mutex
@@ -246,7 +246,7 @@ type glue struct {
 	// first write, after a failed one, or when the write was not read back).
 	written string
 	// wroteIn is what the last restore's chains depended on.
-	wroteIn glueInput
+	wroteIn Input
 	// wroteBlocked are the blocked VIPs the last restore left rules for;
 	// blockedKnown says it succeeded.
 	wroteBlocked []ipset.Entry
@@ -255,35 +255,44 @@ type glue struct {
 	failed bool
 }
 
-// errGlueFailing is rewrite's answer while the chains' last write failed.
-var errGlueFailing = errors.New("the last write of the iptables chains failed; the kernel setup's retry writes them")
+// New returns the glue of family fam's chains, written through ipt
+// (iptables or ip6tables).
+func New(ipt iptables.Interface, fam desired.Family, cfg Config) *Glue {
+	return &Glue{ipt: ipt, fam: fam, cfg: &cfg}
+}
 
-// errGlueBusy is rewrite's answer while another goroutine runs iptables.
-var errGlueBusy = errors.New("iptables is running for a drift check or a retry")
+// Family is the IP family of the chains.
+func (g *Glue) Family() desired.Family { return g.fam }
 
-// ensure rewrites our chains and inserts the missing jumps in one
+// ErrFailing is Rewrite's answer while the chains' last write failed.
+var ErrFailing = errors.New("the last write of the iptables chains failed; the kernel setup's retry writes them")
+
+// ErrBusy is Rewrite's answer while another goroutine runs iptables.
+var ErrBusy = errors.New("iptables is running for a drift check or a retry")
+
+// Ensure rewrites our chains and inserts the missing jumps in one
 // iptables-restore, unless nothing differs; the blocked VIPs' rules are
 // edited one by one in the same restore. readBack reads our chains back
 // after a rewrite, one more process, so that the next call can skip its
 // restore. drifted reports a rewrite of chains that had been in place.
-func (g *glue) ensure(readBack bool) (drifted bool, took glueTimes, err error) {
+func (g *Glue) Ensure(readBack bool) (drifted bool, took Times, err error) {
 	return g.run(readBack)
 }
 
-// rewrite is ensure for a sync, which does not wait on another goroutine's
+// Rewrite is Ensure for a sync, which does not wait on another goroutine's
 // iptables run (a drift check's or a retry's, which may hang until its
-// deadline): while one runs it returns errGlueBusy, the chains stay behind,
-// and the sync that run's end triggers catches up. (rewriteAhead waits a
+// deadline): while one runs it returns ErrBusy, the chains stay behind,
+// and the sync that run's end triggers catches up. (RewriteAhead waits a
 // little, for the rules that must precede an apply.) When the last run
-// failed it returns errGlueFailing, and the chains wait for the kernel
+// failed it returns ErrFailing, and the chains wait for the kernel
 // setup's retry.
-func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
+func (g *Glue) Rewrite() (drifted bool, took Times, err error) {
 	if !g.mu.TryLock() {
-		return false, took, errGlueBusy
+		return false, took, ErrBusy
 	}
 	defer g.mu.Unlock()
 	if g.failed {
-		return false, took, errGlueFailing
+		return false, took, ErrFailing
 	}
 	return g.runLocked(time.Now(), true)
 }
@@ -293,34 +302,34 @@ func (g *glue) rewrite() (drifted bool, took glueTimes, err error) {
 // the rules it writes must be in place before the virtual servers answer.
 const aheadWait = 2 * time.Second
 
-// rewriteAhead is rewrite for the rules a sync writes ahead of its apply:
+// RewriteAhead is Rewrite for the rules a sync writes ahead of its apply:
 // while another run holds the chains it tries again, for up to aheadWait,
-// then answers errGlueBusy as rewrite does, so a hung iptables still
+// then answers ErrBusy as Rewrite does, so a hung iptables still
 // cannot hold a sync back for long.
-func (g *glue) rewriteAhead() (drifted bool, took glueTimes, err error) {
+func (g *Glue) RewriteAhead() (drifted bool, took Times, err error) {
 	deadline := time.Now().Add(aheadWait)
 	for {
-		drifted, took, err = g.rewrite()
-		if !errors.Is(err, errGlueBusy) || time.Now().After(deadline) {
+		drifted, took, err = g.Rewrite()
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
 			return drifted, took, err
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func (g *glue) run(readBack bool) (drifted bool, took glueTimes, err error) {
+func (g *Glue) run(readBack bool) (drifted bool, took Times, err error) {
 	start := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.runLocked(start, readBack)
 }
 
-func (g *glue) runLocked(start time.Time, readBack bool) (drifted bool, took glueTimes, err error) {
-	took.lock = time.Since(start)
+func (g *Glue) runLocked(start time.Time, readBack bool) (drifted bool, took Times, err error) {
+	took.Lock = time.Since(start)
 	g.failed = true // until it succeeds
 	lap := func(d *time.Duration) { *d = time.Since(start) }
 	saved, err := g.ipt.Save()
-	lap(&took.save)
+	lap(&took.Save)
 	if err != nil {
 		return false, took, err
 	}
@@ -338,11 +347,11 @@ func (g *glue) runLocked(start time.Time, readBack bool) (drifted bool, took glu
 	g.inMu.Lock()
 	if !g.known {
 		// Until a sync says which VIPs are blocked, keep those found.
-		g.in.nodeBlocked = have
+		g.in.NodeBlocked = have
 	}
 	in, gen := g.in, g.gen
 	g.inMu.Unlock()
-	blocked := planBlocked(have, clean, in.nodeBlocked)
+	blocked := planBlocked(have, clean, in.NodeBlocked)
 	payload := gluePayload(g.cfg, g.fam, missing, in, blocked)
 	ours := ourChains(saved, payload)
 	asWritten := len(missing) == 0 && g.written != "" && ours == g.written && in.sameButBlocked(g.wroteIn)
@@ -357,9 +366,9 @@ func (g *glue) runLocked(start time.Time, readBack bool) (drifted bool, took glu
 	if asWritten {
 		payload = blocked.payload() // our other chains stay as they are
 	}
-	g.written, g.blockedKnown, g.wroteIn, g.wroteBlocked = "", false, in, in.nodeBlocked
+	g.written, g.blockedKnown, g.wroteIn, g.wroteBlocked = "", false, in, in.NodeBlocked
 	err = g.ipt.Restore(payload)
-	lap(&took.restore)
+	lap(&took.Restore)
 	if err != nil {
 		return drifted, took, err
 	}
@@ -372,35 +381,35 @@ func (g *glue) runLocked(start time.Time, readBack bool) (drifted bool, took glu
 		if saved, err := g.ipt.Save(); err == nil {
 			g.written = ourChains(saved, payload)
 		}
-		lap(&took.readBack)
+		lap(&took.ReadBack)
 	}
 	return drifted, took, nil
 }
 
 // succeeded records a run that left the chains as of in's generation gen.
-func (g *glue) succeeded(gen uint64) {
+func (g *Glue) succeeded(gen uint64) {
 	g.failed = false
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	g.wroteGen = max(g.wroteGen, gen)
 }
 
-// behind says whether what the chains depend on changed since they were
+// Behind says whether what the chains depend on changed since they were
 // last brought in line with it.
-func (g *glue) behind() bool {
+func (g *Glue) Behind() bool {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	return g.wroteGen != g.gen
 }
 
-// glueTimes are the steps of one ensure, each counted from its call: the
+// Times are the steps of one Ensure, each counted from its call: the
 // wait for the lock, iptables-save, iptables-restore (0 if none was
 // needed) and the read-back save (0 if none).
-type glueTimes struct{ lock, save, restore, readBack time.Duration }
+type Times struct{ Lock, Save, Restore, ReadBack time.Duration }
 
-// use records what the chains depend on, and reports whether that changed
-// them, so that ensure must rewrite them.
-func (g *glue) use(in glueInput) bool {
+// Use records what the chains depend on, and reports whether that changed
+// them, so that Ensure must rewrite them.
+func (g *Glue) Use(in Input) bool {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	changed := !in.equal(g.in)
@@ -411,48 +420,48 @@ func (g *glue) use(in glueInput) bool {
 	return changed
 }
 
-// grow returns what the chains depend on with want's sets in use and
-// blocked VIPs added to them, and whether that added any. Before use is
+// Grow returns what the chains depend on with want's sets in use and
+// blocked VIPs added to them, and whether that added any. Before Use is
 // first called, it adds to the guess.
-func (g *glue) grow(want glueInput) (glueInput, bool) {
+func (g *Glue) Grow(want Input) (Input, bool) {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	next, grew := g.in, false
-	for s := range want.inUse {
-		if !next.inUse[s] {
+	for s := range want.InUse {
+		if !next.InUse[s] {
 			if !grew {
-				next.inUse = maps.Clone(next.inUse)
-				if next.inUse == nil {
-					next.inUse = map[string]bool{}
+				next.InUse = maps.Clone(next.InUse)
+				if next.InUse == nil {
+					next.InUse = map[string]bool{}
 				}
 			}
-			next.inUse[s], grew = true, true
+			next.InUse[s], grew = true, true
 		}
 	}
 	var more bool
-	next.nodeBlocked, more = mergeBlocked(next.nodeBlocked, want.nodeBlocked)
-	if !next.podCIDR.IsValid() {
-		next.podCIDR = want.podCIDR
+	next.NodeBlocked, more = mergeBlocked(next.NodeBlocked, want.NodeBlocked)
+	if !next.PodCIDR.IsValid() {
+		next.PodCIDR = want.PodCIDR
 	}
 	return next, grew || more
 }
 
-// guessing says whether use has not been called yet.
-func (g *glue) guessing() bool {
+// Guessing says whether Use has not been called yet.
+func (g *Glue) Guessing() bool {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	return !g.known
 }
 
-// guess sets the sets in use from the kernel's sets, until use is first
+// Guess sets the sets in use from the kernel's sets, until Use is first
 // called: at start-up, before any Service is known, the chains are written
 // for the sets a previous proxier filled, so that a restart leaves them as
 // they were rather than dropping their rules until the first sync.
-func (g *glue) guess(sets map[string]bool) {
+func (g *Glue) Guess(sets map[string]bool) {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
 	if !g.known {
-		g.in.inUse = sets
+		g.in.InUse = sets
 	}
 }
 

@@ -1,4 +1,4 @@
-package proxier
+package glue
 
 import (
 	"cmp"
@@ -64,23 +64,23 @@ func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan
 		p.declare, have = true, nil
 	}
 	for _, e := range have {
-		if _, found := slices.BinarySearchFunc(want, e, compareEntries); !found {
+		if _, found := slices.BinarySearchFunc(want, e, CompareEntries); !found {
 			p.edits = append(p.edits, fmt.Sprintf("-D %s %s", blockedChain, blockedRule(e)))
 		}
 	}
 	// In want's order every rule before the i-th is in place by then.
 	for i, e := range want {
-		if _, found := slices.BinarySearchFunc(have, e, compareEntries); !found {
+		if _, found := slices.BinarySearchFunc(have, e, CompareEntries); !found {
 			p.edits = append(p.edits, fmt.Sprintf("-I %s %d %s", blockedChain, i+1, blockedRule(e)))
 		}
 	}
 	return p
 }
 
-// compareEntries is the order blocked lists are kept in: by address,
+// CompareEntries is the order blocked lists are kept in: by address,
 // protocol and port (what a blocked VIP:port has). It runs at every sync,
 // over every blocked VIP, so it formats nothing.
-func compareEntries(a, b ipset.Entry) int {
+func CompareEntries(a, b ipset.Entry) int {
 	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 }
 
@@ -92,7 +92,7 @@ func mergeBlocked(a, b []ipset.Entry) ([]ipset.Entry, bool) {
 	}
 	out := slices.Clone(a)
 	for _, e := range b {
-		if i, found := slices.BinarySearchFunc(out, e, compareEntries); !found {
+		if i, found := slices.BinarySearchFunc(out, e, CompareEntries); !found {
 			out = slices.Insert(out, i, e)
 		}
 	}
@@ -126,9 +126,9 @@ func savedBlocked(saved []byte) (have []ipset.Entry, clean bool) {
 			foreign = true
 		}
 	}
-	inOrder := slices.IsSortedFunc(have, compareEntries)
+	inOrder := slices.IsSortedFunc(have, CompareEntries)
 	n := len(have)
-	slices.SortFunc(have, compareEntries)
+	slices.SortFunc(have, CompareEntries)
 	have = slices.Compact(have)
 	return have, exists && !foreign && inOrder && n == len(have)
 }
