@@ -55,6 +55,13 @@ var forbidden = map[string][]string{
 	// The reconciler writes the kernel from desired state: it knows no
 	// Proxier and no apiserver.
 	"./reconciler": {"proxier", "kubeclient", "informers", "k8s.io/client-go"},
+	// The kernel packages know nothing above them.
+	"./ipvs":       {"desired", "reconciler", "proxier", "glue", "app"},
+	"./ipset":      {"desired", "reconciler", "proxier", "glue", "app"},
+	"./dummyiface": {"desired", "reconciler", "proxier", "glue", "app"},
+	"./iptables":   {"desired", "reconciler", "proxier", "glue", "app"},
+	// The proxier is run by the command, never the reverse.
+	"./proxier": {"app"},
 	// The chains are iptables' alone.
 	"./glue": {"proxier", "reconciler", "dummyiface", "kubeclient", "informers", "k8s.io/client-go"},
 }

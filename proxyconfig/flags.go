@@ -29,7 +29,12 @@ func (f *File) Apply(flags Flags) (err error) {
 		}
 		if e := flags.Set(flag, value); e != nil {
 			err = fmt.Errorf("--config: %s: %q: %w", field, value, e)
+			return
 		}
+		if f.From == nil {
+			f.From = map[string]string{}
+		}
+		f.From[flag] = field
 	}
 	duration := func(d time.Duration) string {
 		if d == 0 {

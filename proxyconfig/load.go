@@ -27,6 +27,9 @@ type File struct {
 	// Ignored are fields set for other proxy modes, or unused by upstream
 	// too: accepted and ignored.
 	Ignored []string
+	// From names, for each flag Apply set, the field it came from: an
+	// error about the value names what the operator wrote.
+	From map[string]string
 }
 
 const (

@@ -1,29 +1,14 @@
-package main
+package app
 
 import (
 	"strings"
 
-	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
 )
-
-// configFile reads --config, if given, into the flags the command line
-// left unset. Its errors name the field, before anything touches the kernel.
-func configFile(c *cli.Context) (*proxyconfig.File, error) {
-	path := c.String("config")
-	if path == "" {
-		return nil, nil
-	}
-	f, err := proxyconfig.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return f, f.Apply(c)
-}
 
 // logConfigFile says what of the configuration file is not used, one line
 // each, as soon as the logger exists: before --write-config-to or a failing

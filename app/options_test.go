@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"os"
@@ -29,7 +29,7 @@ version vmodule write-config-to`
 // names no flag the proxier would refuse as unknown.
 func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
 	have := map[string]bool{}
-	for _, f := range flags() {
+	for _, f := range Flags() {
 		for _, n := range f.Names() {
 			have[n] = true
 		}
@@ -49,8 +49,12 @@ func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
 // kind parses, and the effective configuration written from it holds them.
 func TestUpstreamFlagsParse(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "effective.yaml")
-	app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
-		return proxyconfig.Write(c.String("write-config-to"), proxyconfig.Effective(c))
+	app := &cli.App{Flags: Flags(), Action: func(c *cli.Context) error {
+		o, err := NewOptions(c)
+		if err != nil {
+			return err
+		}
+		return proxyconfig.Write(o.WriteConfigTo, o.Effective)
 	}}
 	args := []string{"kube-proxy", "--hostname-override=node-1", "--conntrack-max-per-core=0",
 		"--feature-gates=A=true", "--iptables-localhost-nodeports=false", "--kube-api-qps=50", "--v=2",
@@ -89,13 +93,7 @@ func TestUpstreamFlagChecks(t *testing.T) {
 		{[]string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth\""}, "--pod-interface-name-prefix"},
 		{[]string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}, ""},
 	} {
-		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
-			if _, err := config(c); err != nil {
-				return err
-			}
-			return checkUpstreamFlags(c)
-		}}
-		err := app.Run(append([]string{"kube-ipvs-proxy"}, c.args...))
+		_, err := options(c.args...)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: error %v, want one naming %q", c.args, err, c.want)
 		}
@@ -106,7 +104,7 @@ func TestUpstreamFlagChecks(t *testing.T) {
 			t.Errorf("--bind-address=%q: %s, %v; want %s", in, got, err, want)
 		}
 	}
-	if _, err := primaryOverride("node-1"); err == nil || !strings.Contains(err.Error(), "--bind-address") {
+	if _, err := options("--bind-address=node-1"); err == nil || !strings.Contains(err.Error(), "--bind-address") {
 		t.Errorf("--bind-address=node-1: error %v", err)
 	}
 }
@@ -117,18 +115,49 @@ func TestUpstreamFlagChecks(t *testing.T) {
 func TestPreferSameTrafficDistributionGate(t *testing.T) {
 	for gates, ignore := range map[string]bool{"": false, "PreferSameTrafficDistribution=true": false,
 		"PreferSameTrafficDistribution=false": true, "A=true,PreferSameTrafficDistribution=false": true} {
-		var got bool
-		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
-			cfg, err := config(c)
-			got = cfg.Desired.IgnoreNodeHints
-			return err
-		}}
-		if err := app.Run([]string{"kube-ipvs-proxy", "--feature-gates=" + gates}); err != nil {
+		o, err := options("--feature-gates=" + gates)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if got != ignore {
+		if got := o.Proxier.Desired.IgnoreNodeHints; got != ignore {
 			t.Errorf("--feature-gates=%s: node hints ignored %v, want %v", gates, got, ignore)
 		}
+	}
+}
+
+// options reads the command line args as the command does.
+func options(args ...string) (*Options, error) {
+	var o *Options
+	app := &cli.App{Flags: Flags(), Action: func(c *cli.Context) (err error) {
+		o, err = NewOptions(c)
+		return err
+	}}
+	err := app.Run(append([]string{"kube-ipvs-proxy", "--hostname-override=n"}, args...))
+	return o, err
+}
+
+// TestEveryErrorNamesItsField: each bad value is reported, all at once,
+// by the flag given, or by the --config field it came from.
+func TestEveryErrorNamesItsField(t *testing.T) {
+	_, err := options("--ipvs-sync-period=0s", "--iptables-masquerade-bit=40", "--cluster-cidr=10.0.0.0/33",
+		"--detect-local-mode=Nope", "--ipvs-scheduler=fastest", "--oom-score-adj=5000", "--ipvs-udp-timeout=-1s")
+	for _, want := range []string{"--ipvs-sync-period: 0s", "--iptables-masquerade-bit: 40", `--cluster-cidr: invalid CIDR "10.0.0.0/33"`,
+		`--detect-local-mode: "Nope"`, `--ipvs-scheduler: "fastest"`, "--oom-score-adj: 5000", "--ipvs-udp-timeout: -1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\nwant it to hold %q", err, want)
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "config.yaml")
+	body := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  minSyncPeriod: 1h\n"
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = options("--config", conf)
+	if err == nil || !strings.Contains(err.Error(), "--config field ipvs.minSyncPeriod: 1h0m0s: must be between 0 and the sync period") {
+		t.Errorf("error %v, want it to name the file's field", err)
+	}
+	if _, err = options("--config", conf, "--ipvs-min-sync-period=2s"); err != nil {
+		t.Errorf("a flag over the file's field: %v", err)
 	}
 }
 

@@ -1,9 +1,10 @@
-package main
+package app
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,11 +66,14 @@ func TestZapFieldsKeepOddInput(t *testing.T) {
 	}
 }
 
-// TestMain runs main itself when a test re-executes this binary with
-// KIP_RUN_MAIN=1, so that a test can read what the program writes.
+// TestMain runs the command itself when a test re-executes this binary
+// with KIP_RUN_MAIN=1, so that a test can read what the program writes.
 func TestMain(m *testing.M) {
 	if os.Getenv("KIP_RUN_MAIN") == "1" {
-		main()
+		if err := Command().Run(os.Args); err != nil {
+			fmt.Fprintln(os.Stderr, "kube-ipvs-proxy:", err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -1,19 +1,53 @@
-package main
+package app
 
 import (
-	"fmt"
-	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"go.uber.org/zap"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
+
+// defaultCritical are the Services node agents need first: the apiserver and
+// cluster DNS.
+var defaultCritical = []string{"default/kubernetes", "kube-system/kube-dns"}
+
+// Flags are kube-proxy v1.34's flags, with its names and defaults, and a
+// few of our own.
+func Flags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1); flags given on the command line win"},
+		&cli.StringFlag{Name: "kubeconfig", Usage: "path to a kubeconfig file (in-cluster config when empty)"},
+		&cli.StringFlag{Name: "master", Usage: "address of the Kubernetes API server (overrides the kubeconfig)"},
+		&cli.StringFlag{Name: "hostname-override", Usage: "name of this node's Node object (default: the hostname)"},
+		&cli.StringFlag{Name: "proxy-mode", Aliases: []string{"mode"}, Value: "ipvs", Usage: "proxy mode; only 'ipvs' is supported"},
+		&cli.StringFlag{Name: "ipvs-scheduler", Usage: "IPVS scheduler: " + strings.Join(desired.Schedulers, ", ") + " (empty means rr)"},
+		&cli.DurationFlag{Name: "ipvs-sync-period", Value: 30 * time.Second, Usage: "how often a full sync re-reads the kernel and repairs drift (> 0)"},
+		&cli.DurationFlag{Name: "ipvs-min-sync-period", Value: time.Second, Usage: "minimum time between syncs; 0 syncs on every change"},
+		&cli.StringSliceFlag{Name: "ipvs-exclude-cidrs", Usage: "CIDRs whose virtual servers are never deleted"},
+		&cli.BoolFlag{Name: "ipvs-strict-arp", Usage: "set arp_ignore=1 and arp_announce=2 on all links, so kube-ipvs0's addresses are never claimed on the node's network"},
+		&cli.DurationFlag{Name: "ipvs-tcp-timeout", Usage: "IPVS timeout of idle established TCP connections; 0 leaves the kernel's (900s)"},
+		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", Usage: "IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's (120s)"},
+		&cli.DurationFlag{Name: "ipvs-udp-timeout", Usage: "IPVS timeout of UDP flows; 0 leaves the kernel's (300s)"},
+		&cli.StringSliceFlag{Name: "nodeport-addresses",
+			Usage: "CIDRs of the node addresses NodePorts are served on, or 'primary' for the Node's primary address (default: every address)"},
+		&cli.StringFlag{Name: "cluster-cidr", Usage: "pod CIDR(s), comma separated; traffic to cluster IPs from outside them is masqueraded"},
+		&cli.StringFlag{Name: "detect-local-mode", Usage: "how pods' own traffic is told apart, exempt from masquerading: ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix"},
+		&cli.StringFlag{Name: "pod-bridge-interface", Usage: "the pods' bridge, with --detect-local-mode=BridgeInterface"},
+		&cli.StringFlag{Name: "pod-interface-name-prefix", Usage: "the prefix of pods' interface names, with --detect-local-mode=InterfaceNamePrefix"},
+		&cli.BoolFlag{Name: "masquerade-all", Usage: "masquerade all traffic sent to cluster IPs"},
+		&cli.IntFlag{Name: "iptables-masquerade-bit", Value: 14, Usage: "fwmark bit marking packets for SNAT [0, 31]"},
+		&cli.StringFlag{Name: "healthz-bind-address", Value: "0.0.0.0:10256", Usage: "address:port of the health server; empty disables"},
+		&cli.StringFlag{Name: "metrics-bind-address", Value: "127.0.0.1:10249", Usage: "address:port of the metrics server; empty disables"},
+		&cli.BoolFlag{Name: "bind-address-hard-fail", Usage: "exit if the health or metrics server cannot bind"},
+		&cli.DurationFlag{Name: "config-sync-period", Value: 15 * time.Minute, Usage: "informer resync period (> 0)"},
+		&cli.StringSliceFlag{Name: "critical-services", Value: cli.NewStringSlice(defaultCritical...),
+			Usage: "namespace/name of Services programmed before all others (kube-ipvs-proxy only)"},
+		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's pprof profiles under /debug/pprof/ on the metrics address"},
+		&cli.IntFlag{Name: "v", Aliases: []string{"verbosity"}, Usage: "log verbosity; 4 and above logs every sync"},
+	}, upstreamFlags()...)
+}
 
 // upstreamFlags are the rest of upstream kube-proxy v1.34's flags, with
 // their names and defaults, so that an existing manifest runs: a flag
@@ -63,101 +97,3 @@ var (
 		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )
-
-// Of the feature gates kube-proxy v1.34 reads in IPVS mode,
-// PreferSameTrafficDistribution (default true) is applied
-// (proxier.Config.IgnoreNodeHints). These are GA and locked: upstream
-// refuses another value, and so do we. Every other gate changes nothing
-// kube-proxy's IPVS mode does; it is accepted and ignored (upstream also
-// refuses names it does not know, which would need its whole list).
-var lockedGates = map[string]bool{"LoadBalancerIPMode": true}
-
-const appliedGate = "PreferSameTrafficDistribution"
-
-// featureGates checks --feature-gates as upstream would and applies the
-// one gate that changes what we program.
-func featureGates(c *cli.Context, cfg *proxier.Config) error {
-	gates, err := proxyconfig.ParseFeatureGates(c.String("feature-gates"))
-	if err != nil {
-		return fmt.Errorf("--feature-gates: %w", err)
-	}
-	for name, on := range gates {
-		if locked, ok := lockedGates[name]; ok && on != locked {
-			return fmt.Errorf("--feature-gates: %s is locked to %v in kube-proxy v1.34", name, locked)
-		}
-	}
-	if on, set := gates[appliedGate]; set && !on {
-		cfg.Desired.IgnoreNodeHints = true
-	}
-	return nil
-}
-
-// reportUpstreamFlags names, in one line each, the flags given that are
-// not applied.
-func reportUpstreamFlags(c *cli.Context, log *zap.Logger) {
-	given := func(names []string) []string {
-		var out []string
-		for _, n := range names {
-			if c.IsSet(n) {
-				out = append(out, "--"+n)
-			}
-		}
-		return out
-	}
-	if c.IsSet("show-hidden-metrics-for-version") {
-		log.Info("--show-hidden-metrics-for-version checked and ignored: kube-ipvs-proxy hides no metric")
-	}
-	gates, _ := proxyconfig.ParseFeatureGates(c.String("feature-gates")) // checked by featureGates
-	delete(gates, appliedGate)
-	if len(gates) > 0 {
-		log.Info("feature gates checked and ignored: they change nothing kube-proxy's IPVS mode does",
-			zap.String("gates", proxyconfig.FormatFeatureGates(gates)))
-	}
-	if f := given(ignoredFlags); len(f) > 0 {
-		log.Info("flags of other modes or of klog, ignored", zap.Strings("flags", f))
-	}
-}
-
-// checkUpstreamFlags checks the flags that are ignored but whose values
-// upstream checks, so that a typo fails here as it would there.
-// --feature-gates is checked by featureGates.
-func checkUpstreamFlags(c *cli.Context) error {
-	if v := c.String("show-hidden-metrics-for-version"); v != "" {
-		major, minor, ok := strings.Cut(v, ".")
-		if _, err := strconv.ParseUint(major, 10, 32); err != nil || !ok {
-			return fmt.Errorf("--show-hidden-metrics-for-version=%q: not a MAJOR.MINOR version", v)
-		}
-		if _, err := strconv.ParseUint(minor, 10, 32); err != nil {
-			return fmt.Errorf("--show-hidden-metrics-for-version=%q: not a MAJOR.MINOR version", v)
-		}
-	}
-	return nil
-}
-
-// primaryOverride reads --bind-address: an address other than 0.0.0.0 or
-// :: is the node's primary address of its family.
-func primaryOverride(s string) (netip.Addr, error) {
-	if s == "" {
-		return netip.Addr{}, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("--bind-address=%q: not an IP address", s)
-	}
-	if a.IsUnspecified() {
-		return netip.Addr{}, nil
-	}
-	return a.Unmap(), nil
-}
-
-// setOOMScoreAdj sets the process's OOM score adjustment, as upstream does
-// at start-up: the node should kill others before its service proxy.
-func setOOMScoreAdj(v int) error {
-	if v < -1000 || v > 1000 {
-		return fmt.Errorf("--oom-score-adj=%d: must be within [-1000, 1000]", v)
-	}
-	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(v)), 0o644); err != nil {
-		return fmt.Errorf("set oom_score_adj %d: %w", v, err)
-	}
-	return nil
-}

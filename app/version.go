@@ -1,18 +1,18 @@
-package main
+package app
 
 import "runtime/debug"
 
-// buildVersion is `git describe` of the commit the binary was built from,
-// set by the Makefile and the Dockerfile with -ldflags "-X main.buildVersion=...".
-var buildVersion string
+// BuildVersion is `git describe` of the commit the binary was built from,
+// which main sets from its link-time -X main.BuildVersion.
+var BuildVersion string
 
 // version is what --version, the first log line and the image's labels
-// say: buildVersion, or else what the Go toolchain stamped (a module
+// say: BuildVersion, or else what the Go toolchain stamped (a module
 // version, or "(devel)" and the VCS revision), so that a plain `go build`
 // still names its commit.
 func version() string {
-	if buildVersion != "" {
-		return buildVersion
+	if BuildVersion != "" {
+		return BuildVersion
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

@@ -1,0 +1,70 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
+)
+
+// serve runs an HTTP server on addr until ctx is done. A bind failure is
+// fatal only with --bind-address-hard-fail, as in kube-proxy.
+func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail bool, h http.Handler) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if hardFail {
+			return fmt.Errorf("%s server on %s: %w", name, addr, err)
+		}
+		log.Error("cannot serve; continuing without it", zap.String("server", name), zap.String("address", addr), zap.Error(err))
+		return nil
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("server stopped", zap.String("server", name), zap.Error(err))
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return nil
+}
+
+// serveHTTP starts the health server, and the metrics server with
+// /healthz, /livez, /configz and, with --profiling, pprof beside the
+// metrics, as kube-proxy serves them.
+func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz.State, m *metrics.Metrics) error {
+	if err := serve(ctx, log, "healthz", o.HealthzAddress, o.BindAddressHardFail, health.Handler()); err != nil {
+		return err
+	}
+	configz, err := proxyconfig.Configz(o.Effective)
+	if err != nil {
+		return err
+	}
+	extra := map[string]http.Handler{"/healthz": health.Handler(), "/livez": health.Handler(),
+		"/configz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(configz)
+		})}
+	if o.Profiling {
+		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+	}
+	return serve(ctx, log, "metrics", o.MetricsAddress, o.BindAddressHardFail, m.Handler(extra))
+}
