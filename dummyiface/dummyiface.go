@@ -184,10 +184,6 @@ type Fake struct {
 	Exist bool
 	addrs map[netip.Addr]bool
 	ops   oplog.Log
-	// LoseAcks, when set, makes every write whose op string starts with it
-	// take effect but answer nlbatch.ErrOutcomeUnknown, as when a batch's
-	// acknowledgements are lost.
-	LoseAcks string
 }
 
 var _ Interface = (*Fake)(nil)
@@ -202,6 +198,9 @@ func (f *Fake) EnsureLink() error {
 }
 
 func (f *Fake) Addresses() ([]netip.Addr, error) {
+	if _, err := f.ops.Begin("list-addrs"); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]netip.Addr, 0, len(f.addrs))
@@ -228,41 +227,37 @@ func each(addrs []netip.Addr, fn func(netip.Addr) error) []error {
 }
 
 func (f *Fake) AddAddress(a netip.Addr) error {
+	op := "add-addr " + a.String()
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.Exist {
 		return fmt.Errorf("bind %s: no link", a)
 	}
-	op := "add-addr " + a.String()
-	if err := f.ops.Record(op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	f.addrs[a] = true
-	return f.answer(op)
-}
-
-// answer is what a write that took effect answers (see LoseAcks).
-func (f *Fake) answer(op string) error {
-	if f.LoseAcks != "" && strings.HasPrefix(op, f.LoseAcks) {
-		return fmt.Errorf("%s: %w", op, nlbatch.ErrOutcomeUnknown)
-	}
-	return nil
+	return answer
 }
 
 func (f *Fake) DeleteAddress(a netip.Addr) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	op := "delete-addr " + a.String()
-	if err := f.ops.Record(op); err != nil {
+	answer, err := f.ops.Begin(op)
+	if err != nil {
 		return err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops.Record(op)
 	delete(f.addrs, a)
-	return f.answer(op)
+	return answer
 }
 
-// Refuse makes every write whose op string starts with prefix fail, until
-// Refuse(""), as the kernel refuses an address it will not take.
-func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
+// SetHook makes h see every later operation (see oplog.Hook); nil
+// removes it.
+func (f *Fake) SetHook(h oplog.Hook) { f.ops.SetHook(h) }
 
 // TakeOps returns the recorded operations and clears the record.
 func (f *Fake) TakeOps() []string { return f.ops.Take() }

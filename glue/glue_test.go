@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
 
@@ -235,7 +236,7 @@ func TestGlueLeftBehindCatchesUp(t *testing.T) {
 	ipt := &iptables.Fake{}
 	g := New(ipt, desired.IPv4, Config{MasqueradeBit: 14})
 	g.Use(Input{InUse: map[string]bool{desired.SetClusterIP: true}})
-	ipt.Fail = errors.New("iptables-save: killed at its deadline")
+	ipt.SetHook(oplog.FailWith(errors.New("iptables-save: killed at its deadline"), "save", "restore"))
 	if _, _, err := g.Ensure(false); err == nil {
 		t.Fatal("the injected failure was not returned")
 	}
@@ -247,7 +248,7 @@ func TestGlueLeftBehindCatchesUp(t *testing.T) {
 	if !g.Behind() {
 		t.Fatal("chains not written, yet not behind")
 	}
-	ipt.Fail = nil
+	ipt.SetHook(nil)
 	if _, _, err := g.Ensure(false); err != nil || g.Behind() {
 		t.Fatalf("the retry did not catch up: %v", err)
 	}

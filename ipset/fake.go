@@ -6,20 +6,16 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
 // Fake is an in-memory ipset store with kernel semantics: entries go only
-// into sets that exist. TakeOps returns every mutating call.
+// into sets that exist. TakeOps returns every write that took effect;
+// SetHook sees every operation, reads included (see oplog).
 type Fake struct {
 	mu   sync.Mutex
 	sets map[string]*fakeSet
 	ops  oplog.Log
-	// LoseAcks, when set, makes every write whose op string starts with it
-	// take effect but answer nlbatch.ErrOutcomeUnknown, as when a batch's
-	// acknowledgements are lost.
-	LoseAcks string
 }
 
 type fakeSet struct {
@@ -49,6 +45,9 @@ func (f *Fake) set(name string) (*fakeSet, error) {
 }
 
 func (f *Fake) Entries(name string) ([]Entry, error) {
+	if _, err := f.ops.Begin("list-entries " + name); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(name)
@@ -63,6 +62,9 @@ func (f *Fake) Entries(name string) ([]Entry, error) {
 }
 
 func (f *Fake) Count(name string) (int, error) {
+	if _, err := f.ops.Begin("count " + name); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(name)
@@ -73,6 +75,9 @@ func (f *Fake) Count(name string) (int, error) {
 }
 
 func (f *Fake) Has(name string, e Entry) (bool, error) {
+	if _, err := f.ops.Begin("has " + name + " " + e.String()); err != nil {
+		return false, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(name)
@@ -99,6 +104,11 @@ func each(entries []Entry, fn func(Entry) error) []error {
 }
 
 func (f *Fake) AddEntry(name string, e Entry) error {
+	op := fmt.Sprintf("add-entry %s %s", name, e)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(name)
@@ -108,23 +118,15 @@ func (f *Fake) AddEntry(name string, e Entry) error {
 	if !s.entries[e] && s.def.Type != BitmapPort && len(s.entries) >= int(s.def.MaxElem) {
 		return fmt.Errorf("add %s to ipset %s: set is full", e, name)
 	}
-	op := fmt.Sprintf("add-entry %s %s", name, e)
-	if err := f.ops.Record(op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	s.entries[e] = true
-	return f.answer(op)
-}
-
-// answer is what a write that took effect answers (see LoseAcks).
-func (f *Fake) answer(op string) error {
-	if f.LoseAcks != "" && strings.HasPrefix(op, f.LoseAcks) {
-		return fmt.Errorf("%s: %w", op, nlbatch.ErrOutcomeUnknown)
-	}
-	return nil
+	return answer
 }
 
 func (f *Fake) Capacity(name string) (int, error) {
+	if _, err := f.ops.Begin("capacity " + name); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(name)
@@ -138,37 +140,42 @@ func (f *Fake) Capacity(name string) (int, error) {
 }
 
 func (f *Fake) Grow(def Set, maxElem uint32) error {
+	op := fmt.Sprintf("grow %s %d", def.Name, maxElem)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(def.Name)
 	if err != nil {
 		return err
 	}
-	if err := f.ops.Record(fmt.Sprintf("grow %s %d", def.Name, maxElem)); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	s.def.MaxElem = maxElem
-	return nil
+	return answer
 }
 
 func (f *Fake) DeleteEntry(name string, e Entry) error {
+	op := fmt.Sprintf("delete-entry %s %s", name, e)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.set(name)
 	if err != nil {
 		return err
 	}
-	op := fmt.Sprintf("delete-entry %s %s", name, e)
-	if err := f.ops.Record(op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	delete(s.entries, e)
-	return f.answer(op)
+	return answer
 }
 
-// Refuse makes every write whose op string starts with prefix fail, until
-// Refuse(""), as the kernel refuses an entry it will not take.
-func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
+// SetHook makes h see every later operation (see oplog.Hook); nil
+// removes it.
+func (f *Fake) SetHook(h oplog.Hook) { f.ops.SetHook(h) }
 
 // TakeOps returns the recorded operations and clears the record.
 func (f *Fake) TakeOps() []string { return f.ops.Take() }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
 // Interface is the part of iptables the proxier needs.
@@ -150,49 +152,13 @@ type Fake struct {
 	// iptables-save prints some rules differently from how they were
 	// written (e.g. "--or-mark 0x4000" as "--set-xmark 0x4000/0x4000").
 	Canonical func(rule string) string
-	// Fail, when set, is returned by Save and Restore, as by a failing
-	// iptables-save or iptables-restore.
-	Fail error
-	// hang, when set (SetHang), holds Save and Restore until it is closed,
-	// as a hung process holds its caller until the deadline kills it.
-	hang chan struct{}
-	// hook, when set (SetHook), sees each run begin ("save", "restore"),
-	// before hang and Fail; it may block, as a slow process does.
-	hook func(op string)
+	ops       oplog.Log
 }
 
-// SetHook calls h as each Save ("save") or Restore ("restore") begins; nil
-// stops it. Safe to call while another goroutine is in Save or Restore.
-func (f *Fake) SetHook(h func(op string)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hook = h
-}
-
-// SetHang makes Save and Restore wait until c is closed and then fail as
-// a run killed at its deadline does; nil stops it. Safe to call while
-// another goroutine is in Save or Restore.
-func (f *Fake) SetHang(c chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hang = c
-}
-
-// hung calls the hook and waits out a hang set by SetHang, without
-// holding f.mu.
-func (f *Fake) hung(op string) error {
-	f.mu.Lock()
-	c, h := f.hang, f.hook
-	f.mu.Unlock()
-	if h != nil {
-		h(op)
-	}
-	if c == nil {
-		return nil
-	}
-	<-c
-	return fmt.Errorf("killed at its deadline: %w", context.DeadlineExceeded)
-}
+// SetHook makes h see each run begin ("save", "restore"), as the kernel
+// fakes' hooks do (see oplog.Hook): its error fails the run, and it may
+// block, as a hung process does. nil removes it.
+func (f *Fake) SetHook(h oplog.Hook) { f.ops.SetHook(h) }
 
 type fakeTable struct {
 	name   string
@@ -203,15 +169,14 @@ type fakeTable struct {
 var _ Interface = (*Fake)(nil)
 
 func (f *Fake) Save() ([]byte, error) {
-	if err := f.hung("save"); err != nil {
+	f.mu.Lock()
+	f.Saves++
+	f.mu.Unlock()
+	if _, err := f.ops.Begin("save"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Saves++
-	if f.Fail != nil {
-		return nil, f.Fail
-	}
 	var b strings.Builder
 	for _, t := range f.tables {
 		fmt.Fprintf(&b, "*%s\n", t.name)
@@ -243,14 +208,11 @@ func isBuiltin(chain string) bool {
 // Restore applies a payload; unlike iptables-restore it does not check it
 // and applies each line at once rather than on COMMIT.
 func (f *Fake) Restore(payload []byte) error {
-	if err := f.hung("restore"); err != nil {
+	if _, err := f.ops.Begin("restore"); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.Fail != nil {
-		return f.Fail
-	}
 	f.Payloads = append(f.Payloads, string(payload))
 	var t *fakeTable
 	for _, l := range strings.Split(string(payload), "\n") {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 )
 
@@ -19,25 +18,15 @@ var (
 )
 
 // Fake is an in-memory IPVS table with kernel semantics, for unit tests.
-// TakeOps returns every mutating call so tests can assert the work done.
+// TakeOps returns every write that took effect; SetHook sees every
+// operation, reads included, to watch, fail or hold it (see oplog).
 type Fake struct {
 	mu      sync.Mutex
 	servers map[Key]*fakeServer
 	ops     oplog.Log
-	// FailNext, when set, makes the next mutating call whose op string
-	// starts with it fail once.
-	FailNext string
-	// LoseAcks, when set, makes every write whose op string starts with it
-	// take effect but answer nlbatch.ErrOutcomeUnknown, as when a batch's
-	// acknowledgements are lost.
-	LoseAcks string
-	// readErr, when set (FailReads), is what every read returns.
-	readErr error
 	// TableMisses are left out of AllRealServers, as /proc/net/ip_vs may
 	// skip a virtual server when the table changes between its pages.
 	TableMisses map[Key]bool
-	// TableReads counts calls to AllRealServers.
-	TableReads int
 }
 
 type fakeServer struct {
@@ -49,45 +38,19 @@ var _ Interface = (*Fake)(nil)
 
 func NewFake() *Fake { return &Fake{servers: map[Key]*fakeServer{}} }
 
-func (f *Fake) op(format string, args ...any) error {
-	s := fmt.Sprintf(format, args...)
-	if f.FailNext != "" && strings.HasPrefix(s, f.FailNext) {
-		f.FailNext = ""
-		return fmt.Errorf("%s: injected failure", s)
-	}
-	return f.ops.Record(s)
-}
-
-// answer is what a write that took effect answers: nil, or an unknown
-// outcome if its acknowledgement is to be lost.
-func (f *Fake) answer(op string) error {
-	if f.LoseAcks != "" && strings.HasPrefix(op, f.LoseAcks) {
-		return fmt.Errorf("%s: %w", op, nlbatch.ErrOutcomeUnknown)
-	}
-	return nil
-}
-
-// FailReads makes every read fail with err, as a kernel whose dumps fail,
-// until FailReads(nil).
-func (f *Fake) FailReads(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.readErr = err
-}
-
-// Refuse makes every write whose op string starts with prefix fail, until
-// Refuse(""), as the kernel refuses an object it will not take.
-func (f *Fake) Refuse(prefix string) { f.ops.Refuse(prefix) }
+// SetHook makes h see every later operation (see oplog.Hook); nil
+// removes it.
+func (f *Fake) SetHook(h oplog.Hook) { f.ops.SetHook(h) }
 
 // TakeOps returns the recorded operations and clears the record.
 func (f *Fake) TakeOps() []string { return f.ops.Take() }
 
 func (f *Fake) VirtualServers() ([]VirtualServer, error) {
+	if _, err := f.ops.Begin("list-vs"); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.readErr != nil {
-		return nil, f.readErr
-	}
 	out := make([]VirtualServer, 0, len(f.servers))
 	for _, s := range f.servers {
 		out = append(out, s.vs)
@@ -96,11 +59,11 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 }
 
 func (f *Fake) GetVirtualServer(k Key) (VirtualServer, bool, error) {
+	if _, err := f.ops.Begin("get-vs " + k.String()); err != nil {
+		return VirtualServer{}, false, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.readErr != nil {
-		return VirtualServer{}, false, f.readErr
-	}
 	s, ok := f.servers[k]
 	if !ok {
 		return VirtualServer{}, false, nil
@@ -109,75 +72,83 @@ func (f *Fake) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 }
 
 func (f *Fake) AddVirtualServer(vs VirtualServer) error {
+	op := fmt.Sprintf("add-vs %s", vs.Key)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.servers[vs.Key]; ok {
 		return fmt.Errorf("add virtual server %s: %w", vs.Key, ErrExists)
 	}
-	op := fmt.Sprintf("add-vs %s", vs.Key)
-	if err := f.op("%s", op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	f.servers[vs.Key] = &fakeServer{vs: vs, real: map[netip.AddrPort]RealServer{}}
-	return f.answer(op)
+	return answer
 }
 
 func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
+	op := fmt.Sprintf("update-vs %s", vs.Key)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.servers[vs.Key]
 	if !ok {
 		return fmt.Errorf("update virtual server %s: %w", vs.Key, ErrNotFound)
 	}
-	op := fmt.Sprintf("update-vs %s", vs.Key)
-	if err := f.op("%s", op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	s.vs = vs
-	return f.answer(op)
+	return answer
 }
 
 func (f *Fake) DeleteVirtualServer(k Key) error {
+	op := fmt.Sprintf("delete-vs %s", k)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.servers[k]; !ok {
 		return fmt.Errorf("delete virtual server %s: %w", k, ErrNotFound)
 	}
-	op := fmt.Sprintf("delete-vs %s", k)
-	if err := f.op("%s", op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	delete(f.servers, k)
-	return f.answer(op)
+	return answer
 }
 
 func (f *Fake) RealServers(k Key) ([]RealServer, error) {
+	if _, err := f.ops.Begin("list-rs " + k.String()); err != nil {
+		return nil, err
+	}
+	return f.realServers(k), nil
+}
+
+func (f *Fake) realServers(k Key) []RealServer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.readErr != nil {
-		return nil, f.readErr
-	}
 	// As the kernel: a missing virtual server has no real servers.
 	s, ok := f.servers[k]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	out := make([]RealServer, 0, len(s.real))
 	for _, r := range s.real {
 		out = append(out, r)
 	}
-	return out, nil
+	return out
 }
 
 var _ TableReader = (*Fake)(nil)
 
 func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
-	f.mu.Lock()
-	f.TableReads++
-	if err := f.readErr; err != nil {
-		f.mu.Unlock()
+	if _, err := f.ops.Begin("read-table"); err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
 	var keys []Key
 	for k := range f.servers {
 		if !f.TableMisses[k] {
@@ -187,12 +158,17 @@ func (f *Fake) AllRealServers() (map[Key][]RealServer, error) {
 	f.mu.Unlock()
 	out := map[Key][]RealServer{}
 	for _, k := range keys {
-		out[k], _ = f.RealServers(k)
+		out[k] = f.realServers(k)
 	}
 	return out, nil
 }
 
 func (f *Fake) AddRealServer(k Key, r RealServer) error {
+	op := fmt.Sprintf("add-rs %s %s", k, r.ID())
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.servers[k]
@@ -202,15 +178,17 @@ func (f *Fake) AddRealServer(k Key, r RealServer) error {
 	if _, ok := s.real[r.ID()]; ok {
 		return fmt.Errorf("add real server %s to %s: %w", r.ID(), k, ErrExists)
 	}
-	op := fmt.Sprintf("add-rs %s %s", k, r.ID())
-	if err := f.op("%s", op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	s.real[r.ID()] = RealServer{Address: r.Address, Port: r.Port, Weight: r.Weight}
-	return f.answer(op)
+	return answer
 }
 
 func (f *Fake) UpdateRealServer(k Key, r RealServer) error {
+	op := fmt.Sprintf("update-rs %s %s weight=%d", k, r.ID(), r.Weight)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.servers[k]
@@ -221,16 +199,18 @@ func (f *Fake) UpdateRealServer(k Key, r RealServer) error {
 	if !ok {
 		return fmt.Errorf("update real server %s of %s: %w", r.ID(), k, ErrNotFound)
 	}
-	op := fmt.Sprintf("update-rs %s %s weight=%d", k, r.ID(), r.Weight)
-	if err := f.op("%s", op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	old.Weight = r.Weight
 	s.real[r.ID()] = old
-	return f.answer(op)
+	return answer
 }
 
 func (f *Fake) DeleteRealServer(k Key, id netip.AddrPort) error {
+	op := fmt.Sprintf("delete-rs %s %s", k, id)
+	answer, err := f.ops.Begin(op)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.servers[k]
@@ -240,12 +220,9 @@ func (f *Fake) DeleteRealServer(k Key, id netip.AddrPort) error {
 	if _, ok := s.real[id]; !ok {
 		return fmt.Errorf("delete real server %s of %s: %w", id, k, ErrNotFound)
 	}
-	op := fmt.Sprintf("delete-rs %s %s", k, id)
-	if err := f.op("%s", op); err != nil {
-		return err
-	}
+	f.ops.Record(op)
 	delete(s.real, id)
-	return f.answer(op)
+	return answer
 }
 
 // SetConnections sets a real server's connection counters, as traffic would.

@@ -3,6 +3,7 @@ package proxier
 import (
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +22,34 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 )
 
-// rulesAtWrite is the IPVS fake, noting whether the iptables fake held a
-// rule when the first real server was added.
-type rulesAtWrite struct {
-	*ipvs.Fake
-	ipt        *iptables.Fake
-	rule       string
-	hadRule    bool
-	sawAddedRS bool
+// ruleAtFirstRealServer notes, through v's hook, whether ipt held rule
+// when the first real server was added.
+type ruleAtFirstRealServer struct {
+	mu                  sync.Mutex
+	sawAddedRS, hadRule bool
 }
 
-func (w *rulesAtWrite) Write(ops []ipvs.Op) []error {
-	for _, op := range ops {
-		if op.Kind == ipvs.AddRS && !w.sawAddedRS {
-			saved, _ := w.ipt.Save()
-			w.sawAddedRS, w.hadRule = true, strings.Contains(string(saved), w.rule)
+func watchRule(v *ipvs.Fake, ipt *iptables.Fake, rule string) *ruleAtFirstRealServer {
+	w := &ruleAtFirstRealServer{}
+	v.SetHook(func(op string) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if strings.HasPrefix(op, "add-rs ") && !w.sawAddedRS {
+			saved, _ := ipt.Save()
+			w.sawAddedRS, w.hadRule = true, strings.Contains(string(saved), rule)
 		}
-	}
-	return w.Fake.Write(ops)
+		return nil
+	})
+	return w
 }
 
 // TestGlueRulesComeBeforeTheirObjects: the hairpin rule for a node's first
 // local endpoint is in iptables before its real server answers: a first
 // connection made in between would keep its unmasqueraded conntrack entry.
 func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
-	ipt := &iptables.Fake{}
-	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt, rule: "--match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE"}
+	ipt, v := &iptables.Fake{}, ipvs.NewFake()
+	const rule = "--match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE"
+	w := watchRule(v, ipt, rule)
 	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
@@ -54,23 +57,22 @@ func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	if saved, _ := ipt.Save(); strings.Contains(string(saved), v.rule) {
+	if saved, _ := ipt.Save(); strings.Contains(string(saved), rule) {
 		t.Fatal("hairpin rule without a local endpoint")
 	}
 	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"}))
 	p.SyncNow()
-	if !v.sawAddedRS || !v.hadRule {
-		t.Errorf("real server added %v, with the hairpin rule already in place %v", v.sawAddedRS, v.hadRule)
+	if !w.sawAddedRS || !w.hadRule {
+		t.Errorf("real server added %v, with the hairpin rule already in place %v", w.sawAddedRS, w.hadRule)
 	}
 }
 
 // TestBlockedRuleComesBeforeItsVIP: the rule that keeps the node from a
 // load balancer is in place before the VIP's virtual server takes traffic.
 func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
-	ipt := &iptables.Fake{}
+	ipt, v := &iptables.Fake{}, ipvs.NewFake()
 	vip := ipset.Entry{IP: netip.MustParseAddr("198.51.100.7"), Protocol: "tcp", Port: 80}
-	v := &rulesAtWrite{Fake: ipvs.NewFake(), ipt: ipt,
-		rule: "-A KUBE-IPVS-OUT-FILTER -s 198.51.100.7 -m ipvs --vaddr 198.51.100.7 --vproto tcp --vport 80 -j DROP"}
+	w := watchRule(v, ipt, "-A KUBE-IPVS-OUT-FILTER -s 198.51.100.7 -m ipvs --vaddr 198.51.100.7 --vproto tcp --vport 80 -j DROP")
 	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
@@ -82,7 +84,7 @@ func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	if !v.sawAddedRS || !v.hadRule {
-		t.Errorf("real server added %v, with the blocked VIP's rule already in place %v", v.sawAddedRS, v.hadRule)
+	if !w.sawAddedRS || !w.hadRule {
+		t.Errorf("real server added %v, with the blocked VIP's rule already in place %v", w.sawAddedRS, w.hadRule)
 	}
 }

@@ -14,12 +14,13 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 )
 
 // Faults of iptables itself: a restore or save that fails, or hangs until
-// its deadline (iptables.Exec kills it then; the fake's SetHang stands for
+// its deadline (iptables.Exec kills it then; the fake's oplog.Hang stands for
 // the wait). The iptables chains are retried with backoff while every sync
 // goes on writing IPVS, addresses and set entries.
 
@@ -70,11 +71,12 @@ func chains(t *testing.T, ipt *iptables.Fake) string {
 func holdRun(g *glue.Glue, ipt *iptables.Fake) (release func()) {
 	held, proceed, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var taken atomic.Bool
-	ipt.SetHook(func(string) {
+	ipt.SetHook(func(string) error {
 		if taken.CompareAndSwap(false, true) { // the run's first call; others pass
 			close(held)
 			<-proceed
 		}
+		return nil
 	})
 	go func() {
 		_, _, _ = g.Ensure(false)
@@ -99,7 +101,7 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	p, k, ipt, health := proxierPastFirstSync(t)
 	before := lastUpdated(health)
 
-	ipt.Fail = errors.New("iptables-restore: killed at its deadline")
+	ipt.SetHook(oplog.FailWith(errors.New("iptables-restore: killed at its deadline"), "save", "restore"))
 	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
@@ -134,7 +136,7 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 		t.Fatalf("second failure %+v: its retry must be further off than %s", f, first)
 	}
 
-	ipt.Fail = nil
+	ipt.SetHook(nil)
 	p.setupStatus.RetryNow(setupKey)
 	p.SyncNow()
 	if p.setupStatus.Failing(setupKey) {
@@ -166,7 +168,7 @@ func syncWithin(t *testing.T, p *Proxier) {
 // holds back no Service; the chains catch up once iptables answers again.
 func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	p, k, ipt, _ := proxierPastFirstSync(t)
-	ipt.Fail = errors.New("iptables-restore: killed at its deadline")
+	ipt.SetHook(oplog.FailWith(errors.New("iptables-restore: killed at its deadline"), "save", "restore"))
 	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
 	p.SyncNow()
 
@@ -179,8 +181,7 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	ipt.SetHang(hang)
-	ipt.Fail = nil
+	ipt.SetHook(oplog.Hang(hang, "save", "restore"))
 	p.setupStatus.RetryNow(setupKey)
 	for i, vip := range []string{"192.0.2.11", "192.0.2.12"} {
 		p.OnServiceAdd(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip))
@@ -194,7 +195,7 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	}
 
 	release()
-	ipt.SetHang(nil)
+	ipt.SetHook(nil)
 	p.SyncNow() // collects the retry killed at its deadline
 	if f, failing := p.setupStatus.Failure(setupKey); !failing || f.Attempts != 2 {
 		t.Fatalf("the hung retry is not recorded as a failure: %+v", f)
@@ -216,13 +217,12 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 // chains to a retry with backoff, rather than try iptables again.
 func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
-	ipt.Fail = errors.New("iptables-save: killed at its deadline")
+	ipt.SetHook(oplog.FailWith(errors.New("iptables-save: killed at its deadline"), "save", "restore"))
 	p.earlySetup = make(chan error, 1)
 	p.earlySetup <- p.setupKernel(false)
-	ipt.Fail = nil
 	hang := make(chan struct{})
 	defer close(hang)
-	ipt.SetHang(hang)
+	ipt.SetHook(oplog.Hang(hang, "save", "restore"))
 
 	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
 	p.OnServicesSynced()

@@ -21,6 +21,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -190,7 +191,7 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	// the setup is retried alone.
 	p.OnServiceDelete(web)
 	p.needFull = true
-	ipt.Fail = fmt.Errorf("iptables: injected failure")
+	ipt.SetHook(oplog.FailWith(fmt.Errorf("iptables: injected failure"), "save", "restore"))
 	p.SyncNow()
 	if k.IPVS.Dump() != "" || k.Links.Dump() != "" {
 		t.Fatalf("deletion held back by a failing setup:\n%s\n%s", k.IPVS.Dump(), k.Links.Dump())
@@ -202,7 +203,7 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 		t.Fatalf("failed setup objects = %v, want 1", got)
 	}
 
-	ipt.Fail = nil
+	ipt.SetHook(nil)
 	p.setupStatus.RetryNow(setupKey)
 	p.SyncNow()
 	if p.setupStatus.Failing(setupKey) || failedObjects(t, p, "setup") != 0 {
@@ -222,7 +223,7 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	p.SyncNow() // the first, full sync
 	restores := len(ipt.Payloads)
 
-	k.IPVS.FailNext = "add-vs 10.96.0.10"
+	k.IPVS.SetHook(oplog.FailOnce("add-vs 10.96.0.10"))
 	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.SyncNow()
 	if !p.fullAt.IsZero() || p.needFull {
@@ -346,7 +347,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	p.OnEndpointSlicesSynced()
 	// The kernel cannot be read: the first sync fails, twice. (A refused
 	// write no longer fails a sync: see statusTable.)
-	k.IPVS.FailReads(errors.New("netlink receive: no buffer space available"))
+	k.IPVS.SetHook(oplog.FailWith(errors.New("netlink receive: no buffer space available"), "list-", "get-", "read-"))
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(web)
 	p.SyncNow()
@@ -355,7 +356,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	if len(calls) != 0 || !p.lastFull.IsZero() {
 		t.Fatalf("called %d times after first syncs that could not read the kernel", len(calls))
 	}
-	k.IPVS.FailReads(nil)
+	k.IPVS.SetHook(nil)
 	p.SyncNow()
 	select {
 	case <-calls:

@@ -11,6 +11,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
@@ -51,20 +52,20 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 
 	p, k, _, ev := newTestProxier(t)
 	clock := withClock(p)
-	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "add-", "add-", "add-"
+	k.SetHook(oplog.LoseAnswers("add-"))
 	twoWebServices(p)
 	if got := k.Lines(); !slices.Equal(got, want) {
 		t.Fatalf("kernel holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	expectNoRefusal(t, p, ev, "adds")
-	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "", "", ""
+	k.SetHook(nil)
 	k.Ops()
 	clock.Advance(time.Minute)
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k) // the belief holds what the kernel does
 
 	// Deletes likewise: ns/other, idle, goes at once, every answer lost.
-	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "delete-", "delete-", "delete-"
+	k.SetHook(oplog.LoseAnswers("delete-"))
 	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
 	p.OnServiceDelete(other)
@@ -73,7 +74,7 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 		t.Fatalf("ns/other left:\n%s", strings.Join(got, "\n"))
 	}
 	expectNoRefusal(t, p, ev, "deletes")
-	k.IPVS.LoseAcks, k.Links.LoseAcks, k.Sets.LoseAcks = "", "", ""
+	k.SetHook(nil)
 	k.Ops()
 	clock.Advance(time.Minute)
 	p.SyncNow()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
@@ -81,9 +82,7 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 			health := healthz.New(20 * time.Millisecond)
 			p, k, _, ev := newLoggingProxier(t, zap.New(logs), health)
 			clock := withClock(p)
-			k.IPVS.Refuse(c.refuse)
-			k.Links.Refuse(c.refuse)
-			k.Sets.Refuse(c.refuse)
+			k.SetHook(oplog.Refuse(c.refuse))
 
 			p.OnServicesSynced() // queued changes start health's clock
 			p.health.QueuedUpdate()
@@ -119,9 +118,7 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 				fakekernel.ExpectOps(t, k) // nothing else is written again
 			}
 
-			k.IPVS.Refuse("")
-			k.Links.Refuse("")
-			k.Sets.Refuse("")
+			k.SetHook(nil)
 			clock.Advance(8 * time.Second)
 			p.SyncNow()
 			if got := k.Lines(); !slices.Equal(got, want) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -16,12 +17,11 @@ import (
 // returns the written keys and ends their recording.
 //
 // The caller holds r.mu. At 50k Services comparing a read with the belief
-// takes seconds in a small VM, so adopt releases r.mu every adoptSlice keys
-// and while it re-reads, letting a waiting sync run; keys that sync writes
-// are then left alone like those written during the read.
-func (r *Reconciler) adopt(v *kernelView) (map[ipvs.Key]bool, error) {
-	pause := r.pacer()
-
+// takes seconds in a small VM, so adopt calls pause before each key, which
+// releases r.mu now and then (see pacer), and releases it while it
+// re-reads, letting a waiting sync run; keys that sync writes are then left
+// alone like those written during the read.
+func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, error) {
 	// Virtual servers where the read and the belief disagree are read
 	// again, alone, before the belief takes them (see reread); so are
 	// strays whose real servers the read left out. The read did not look
@@ -82,18 +82,31 @@ func sameVS(_ ipvs.Key, read, have heldVS) bool {
 // sameMember compares two members both present: presence is all they have.
 func sameMember[K comparable](K, struct{}, struct{}) bool { return true }
 
-// pacer returns a function to call before each key's comparison: every
-// adoptSlice calls it releases r.mu and takes it again. The belief maps may
-// change while l is released; Go defines a range over a map that changes
-// meanwhile (entries added may or may not be visited), and a key written
-// meanwhile is skipped by its written mark.
-func (r *Reconciler) pacer() func() {
+// pacer returns the pause a long walk over the belief calls before each
+// key, holding r.mu: every adoptSlice calls it releases r.mu and takes it
+// again. The belief maps may change while r.mu is released; Go defines a
+// range over a map that changes meanwhile (entries added may or may not be
+// visited), and a key written meanwhile is skipped by its written mark.
+// held, if not nil, is told how long r.mu was held before each release:
+// how long a sync may wait for the walk.
+func (r *Reconciler) pacer(held func(time.Duration)) func() {
 	n := 0
+	var since time.Time
+	if held != nil {
+		since = time.Now()
+	}
 	return func() {
-		if n++; n%r.adoptSlice == 0 {
-			r.mu.Unlock()
-			runtime.Gosched() // a sync waiting for the lock takes it now
-			r.mu.Lock()
+		if n++; n%r.adoptSlice != 0 {
+			return
+		}
+		if held != nil {
+			held(time.Since(since))
+		}
+		r.mu.Unlock()
+		runtime.Gosched() // a sync waiting for the lock takes it now
+		r.mu.Lock()
+		if held != nil {
+			since = time.Now()
 		}
 	}
 }

@@ -129,7 +129,7 @@ func (d *driftCheck) run(setup func() error) CheckResult {
 		return read
 	}
 	start := time.Now()
-	read.written, read.Err = r.adopt(read.view)
+	read.written, read.Err = r.adopt(read.view, r.pacer(nil))
 	read.Adopt = time.Since(start)
 	return read
 }

@@ -85,14 +85,13 @@ func TestDeletedServiceDrains(t *testing.T) {
 func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	d := dumpsOnly{Interface: k.IPVS, dumped: map[ipvs.Key]int{}}
-	r.ipvs = d
+	d := dumpsOnly(k)
 	pods := []string{"10.244.0.1:8080", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080"}
 	r.setService(testobj.Name("web"), state("10.96.0.1", 80, pods...))
 	r.setService(testobj.Name("api"), state("10.96.0.2", 80, pods...))
 	mustApply(t, r)
 	k.Ops()
-	clear(d.dumped)
+	d.Reset()
 	web := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	api := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
 
@@ -103,8 +102,8 @@ func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 	if got := k.IPVS.Dump(); strings.Contains(got, "10.96.0.1:80/TCP") {
 		t.Errorf("the moved port's old virtual server is left:\n%s", got)
 	}
-	if d.dumped[web] != 1 {
-		t.Errorf("old virtual server dumped %d times, want once", d.dumped[web])
+	if d.of(web) != 1 {
+		t.Errorf("old virtual server dumped %d times, want once", d.of(web))
 	}
 
 	// api loses three endpoints, one of which has a connection in
@@ -116,8 +115,8 @@ func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 	mustApply(t, r)
 	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.0.3:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.4:8080",
 		"update-rs 10.96.0.2:80/TCP 10.244.0.5:8080 weight=0")
-	if d.dumped[api] != 1 {
-		t.Errorf("api dumped %d times, want once", d.dumped[api])
+	if d.of(api) != 1 {
+		t.Errorf("api dumped %d times, want once", d.of(api))
 	}
 	// Its port moves too: the old virtual server drains with its one busy
 	// real server, the idle ones going at once; the new one is served.
@@ -127,8 +126,8 @@ func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 		"add-rs 10.96.0.2:81/TCP 10.244.0.1:8080", "add-rs 10.96.0.2:81/TCP 10.244.0.2:8080",
 		"delete-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:80",
 		"delete-rs 10.96.0.2:80/TCP 10.244.0.1:8080", "delete-rs 10.96.0.2:80/TCP 10.244.0.2:8080")
-	if d.dumped[api] != 2 {
-		t.Errorf("api dumped %d times after two changes, want twice", d.dumped[api])
+	if d.of(api) != 2 {
+		t.Errorf("api dumped %d times after two changes, want twice", d.of(api))
 	}
 	k.IPVS.SetConnections(api, busy, 0, 0)
 	mustRefresh(t, r)
@@ -141,8 +140,7 @@ func TestOnlyWhatCarriesConnectionsDrains(t *testing.T) {
 func TestDrainReadsAreBoundedPerSync(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	d := dumpsOnly{Interface: k.IPVS, dumped: map[ipvs.Key]int{}}
-	r.ipvs = d
+	d := dumpsOnly(k)
 	var big desired.State
 	for port := range uint16(drainReadsMax + 6) {
 		st := state("10.96.0.1", 1000+port, "10.244.0.1:8080")
@@ -153,12 +151,12 @@ func TestDrainReadsAreBoundedPerSync(t *testing.T) {
 	big.Entries = append(big.Entries, desired.SetEntry{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: big.Addresses[0]}})
 	r.setService(testobj.Name("big"), big)
 	mustApply(t, r)
-	clear(d.dumped)
+	d.Reset()
 
 	r.Record([]Change{{Name: testobj.Name("big")}}) // deleted
 	r.Sync(nil, nil)
 	dumps := 0
-	for _, n := range d.dumped {
+	for _, n := range d.Named("list-rs") {
 		dumps += n
 	}
 	if dumps > drainReadsMax {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -120,7 +121,7 @@ func mustAdopt(t *testing.T, r *Reconciler, v *kernelView) map[ipvs.Key]bool {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w, err := r.adopt(v)
+	w, err := r.adopt(v, r.pacer(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,3 +149,23 @@ func twoServices(t *testing.T) (fakekernel.Kernel, *Reconciler) {
 	mustApply(t, r)
 	return k, r
 }
+
+// dumpCounter counts the real-server dumps of each virtual server.
+type dumpCounter struct{ oplog.Counter }
+
+// dumpsOnly hides k's table read, as for a large table, and counts the
+// real-server dumps.
+func dumpsOnly(k fakekernel.Kernel) *dumpCounter {
+	d := &dumpCounter{}
+	k.IPVS.SetHook(func(op string) error {
+		_ = d.Hook(op)
+		if op == "read-table" {
+			return errors.New("no table read: dumps only")
+		}
+		return nil
+	})
+	return d
+}
+
+// of is how often k's real servers were dumped.
+func (d *dumpCounter) of(k ipvs.Key) int { return d.Exactly("list-rs " + k.String()) }

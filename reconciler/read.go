@@ -63,7 +63,7 @@ func (r *Reconciler) planShare() {
 		return
 	}
 	r.plan.believed = map[ipvs.Key]shareVS{}
-	pause := r.pacer()
+	pause := r.pacer(nil)
 	for k, h := range r.vs.have {
 		pause()
 		if r.plan.covers(k) {

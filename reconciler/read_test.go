@@ -4,16 +4,19 @@ package reconciler
 // counts, and their interplay with syncs' writes.
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -29,11 +32,13 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
 	_ = k.IPVS.DeleteRealServer(a, netip.MustParseAddrPort("10.244.0.1:8080"))
 	k.IPVS.TableMisses = map[ipvs.Key]bool{b: true}
+	var reads oplog.Counter
+	k.IPVS.SetHook(reads.Hook)
 	k.Ops()
 	mustRefresh(t, r)
 	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
-	if k.IPVS.TableReads != 1 {
-		t.Fatalf("%d table reads, want 1", k.IPVS.TableReads)
+	if n := reads.Of("read-table"); n != 1 {
+		t.Fatalf("%d table reads, want 1", n)
 	}
 
 	// A large table is dumped per virtual server: its read is quadratic.
@@ -46,32 +51,9 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 	if err := refresh(r); err != nil {
 		t.Fatal(err)
 	}
-	if k.IPVS.TableReads != 1 {
-		t.Fatalf("%d table reads of %d virtual servers, want none", k.IPVS.TableReads-1, tableReadMax+2)
+	if n := reads.Of("read-table"); n != 1 {
+		t.Fatalf("%d table reads of %d virtual servers, want none", n-1, tableReadMax+2)
 	}
-}
-
-// dumpsOnly hides the fake's table read, as for a large table, and counts
-// the virtual servers whose real servers were dumped.
-type dumpsOnly struct {
-	ipvs.Interface
-	dumped map[ipvs.Key]int
-}
-
-// countedReads counts the requests that list virtual servers and that get one.
-type countedReads struct {
-	ipvs.Interface
-	lists, gets int
-}
-
-func (c *countedReads) VirtualServers() ([]ipvs.VirtualServer, error) {
-	c.lists++
-	return c.Interface.VirtualServers()
-}
-
-func (c *countedReads) GetVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, error) {
-	c.gets++
-	return c.Interface.GetVirtualServer(k)
 }
 
 // Above dumpsMax, only one check in shares lists the virtual servers; the
@@ -80,8 +62,8 @@ func (c *countedReads) GetVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, e
 func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	c := &countedReads{Interface: k.IPVS}
-	r.ipvs, r.dumpsMax = c, 2
+	c := dumpsOnly(k)
+	r.dumpsMax = 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -96,15 +78,15 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	refresh := func() { mustRefresh(t, r) }
 	refresh() // the first read lists everything
 	k.Ops()
-	c.lists = 0
+	c.Reset()
 	for range 3 {
 		refresh()
 	}
-	if c.lists != 1 {
-		t.Errorf("three checks of a table in three shares listed it %d times, want 1", c.lists)
+	if n := c.Of("list-vs"); n != 1 {
+		t.Errorf("three checks of a table in three shares listed it %d times, want 1", n)
 	}
-	if c.gets > 1 {
-		t.Errorf("converged checks got %d virtual servers one by one; only the one without real servers needs it", c.gets)
+	if n := c.Of("get-vs"); n > 1 {
+		t.Errorf("converged checks got %d virtual servers one by one; only the one without real servers needs it", n)
 	}
 	fakekernel.ExpectOps(t, k)
 
@@ -130,16 +112,11 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	fakekernel.ExpectOps(t, k)
 }
 
-func (d dumpsOnly) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
-	d.dumped[k]++
-	return d.Interface.RealServers(k)
-}
-
 func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	d := dumpsOnly{Interface: k.IPVS, dumped: map[ipvs.Key]int{}}
-	r.ipvs, r.dumpsMax = d, 2
+	d := dumpsOnly(k)
+	r.dumpsMax = 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -150,10 +127,10 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	refresh := func() { mustRefresh(t, r) }
 	// Nothing is believed before the first read, so it dumps everything.
 	refresh()
-	if len(d.dumped) != len(keys) {
-		t.Fatalf("first read dumped %d of %d virtual servers", len(d.dumped), len(keys))
+	if len(d.Named("list-rs")) != len(keys) {
+		t.Fatalf("first read dumped %d of %d virtual servers", len(d.Named("list-rs")), len(keys))
 	}
-	clear(d.dumped)
+	d.Reset()
 	k.Ops()
 
 	// With 6 virtual servers and 2 dumps per check, three checks dump each
@@ -169,8 +146,8 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 		if i == 0 {
 			want = 2
 		}
-		if d.dumped[key] != want {
-			t.Errorf("%v dumped %d times in three checks, want %d", key, d.dumped[key], want)
+		if d.of(key) != want {
+			t.Errorf("%v dumped %d times in three checks, want %d", key, d.of(key), want)
 		}
 	}
 	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
@@ -187,11 +164,11 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	_ = k.IPVS.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
 	_ = k.IPVS.AddRealServer(stray, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 80, Weight: 1})
 	k.Ops()
-	clear(d.dumped)
+	d.Reset()
 	refresh()
 	refresh()
-	if d.dumped[keys[1]] != 2 {
-		t.Errorf("draining virtual server dumped %d times in two checks, want 2", d.dumped[keys[1]])
+	if d.of(keys[1]) != 2 {
+		t.Errorf("draining virtual server dumped %d times in two checks, want 2", d.of(keys[1]))
 	}
 	fakekernel.ExpectOps(t, k, "delete-vs 10.96.0.99:80/TCP")
 	k.IPVS.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 0, 0)
@@ -199,25 +176,15 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.1.2:8080")
 }
 
-// countedLists counts the listings of each set.
-type countedLists struct {
-	ipset.Interface
-	lists map[string]int
-}
-
-func (c countedLists) Entries(set string) ([]ipset.Entry, error) {
-	c.lists[set]++
-	return c.Interface.Entries(set)
-}
-
 // sixCountedServices returns a reconciler that has programmed six Services,
 // checks them in shares of two, and counts its set listings in c.
-func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, countedLists) {
+func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Counter) {
 	t.Helper()
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	c := countedLists{Interface: k.Sets, lists: map[string]int{}}
-	r.sets, r.dumpsMax = c, 2
+	c := &oplog.Counter{}
+	k.Sets.SetHook(c.Hook)
+	r.dumpsMax = 2
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
 		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
@@ -235,12 +202,12 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	refresh := func() { mustRefresh(t, r) }
 	refresh()
 	k.Ops()
-	clear(c.lists)
+	c.Reset()
 	for range 3 {
 		refresh()
 	}
-	if c.lists[desired.SetClusterIP] != 1 || c.lists[desired.SetIPVSIPs] != 1 {
-		t.Errorf("three converged checks listed the sets %v times, want once each", c.lists)
+	if c.Exactly("list-entries "+desired.SetClusterIP) != 1 || c.Exactly("list-entries "+desired.SetIPVSIPs) != 1 {
+		t.Errorf("three converged checks listed the sets %v times, want once each", c.Named("list-entries"))
 	}
 	fakekernel.ExpectOps(t, k)
 
@@ -280,7 +247,7 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	for r.rounds%shares == 0 { // the next check is not a listing one
 		mustRefresh(t, r)
 	}
-	clear(c.lists)
+	c.Reset()
 
 	r.beginRead()
 	r.mu.Lock()
@@ -292,8 +259,8 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.lists) != 0 {
-		t.Errorf("the check listed sets %v; a sync's own writes made their counts differ", c.lists)
+	if l := c.Named("list-entries"); len(l) != 0 {
+		t.Errorf("the check listed sets %v; a sync's own writes made their counts differ", l)
 	}
 	w := mustAdopt(t, r, v)
 	if errs := r.drain(v, w); len(errs) > 0 {
@@ -305,37 +272,6 @@ func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	fakekernel.ExpectOps(t, k)
 }
 
-// orderedIPVS logs dumps and writes in the order the kernel would see them,
-// holding the first dump until release is closed.
-type orderedIPVS struct {
-	ipvs.Interface
-	mu       sync.Mutex
-	log      []string
-	inDump   chan struct{} // closed when the first dump starts
-	release  chan struct{}
-	blocking bool
-}
-
-func (o *orderedIPVS) RealServers(k ipvs.Key) ([]ipvs.RealServer, error) {
-	o.mu.Lock()
-	first := !o.blocking
-	o.blocking = true
-	o.log = append(o.log, "dump")
-	o.mu.Unlock()
-	if first {
-		close(o.inDump)
-		<-o.release
-	}
-	return o.Interface.RealServers(k)
-}
-
-func (o *orderedIPVS) Write(ops []ipvs.Op) []error {
-	o.mu.Lock()
-	o.log = append(o.log, "write")
-	o.mu.Unlock()
-	return o.Interface.Write(ops)
-}
-
 // A sync's write that arrives while a drift check is dumping real servers
 // goes to the kernel right after the dump in flight, before the next one.
 func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
@@ -345,8 +281,34 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 		r.setService(testobj.Name(fmt.Sprint(i)), numbered(i, 2))
 	}
 	mustApply(t, r)
-	o := &orderedIPVS{Interface: k.IPVS, inDump: make(chan struct{}), release: make(chan struct{})}
-	r.ipvs = o
+	// The kernel's log of dumps and writes, in the order it sees them;
+	// the first dump is held until release is closed.
+	var mu sync.Mutex
+	var seen []string
+	inDump, release := make(chan struct{}), make(chan struct{})
+	held := false
+	k.IPVS.SetHook(func(op string) error {
+		word, _, _ := strings.Cut(op, " ")
+		kind := "write"
+		switch {
+		case word == "read-table":
+			return errors.New("no table read: dumps only")
+		case word == "list-rs":
+			kind = "dump"
+		case strings.HasPrefix(word, "list-") || strings.HasPrefix(word, "get-"):
+			return nil
+		}
+		mu.Lock()
+		seen = append(seen, kind)
+		hold := kind == "dump" && !held
+		held = held || hold
+		mu.Unlock()
+		if hold {
+			close(inDump)
+			<-release
+		}
+		return nil
+	})
 
 	r.beginRead()
 	r.mu.Lock()
@@ -357,7 +319,7 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 		_, err := r.readKernel()
 		read <- err
 	}()
-	<-o.inDump
+	<-inDump
 	r.setService(testobj.Name("7"), numbered(7, 2))
 	applied := make(chan []error)
 	go func() { applied <- r.apply() }()
@@ -372,17 +334,17 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	close(o.release)
+	close(release)
 	if errs := <-applied; len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.log) < 3 || o.log[0] != "dump" || o.log[1] != "write" {
-		t.Errorf("kernel saw %v; want the write right after the first dump", o.log)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3 || seen[0] != "dump" || seen[1] != "write" {
+		t.Errorf("kernel saw %v; want the write right after the first dump", seen)
 	}
 }
 
@@ -441,48 +403,38 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	expectKernelOf(t, k, final)
 }
 
-// ipvsSignal closes written at its first write.
-type ipvsSignal struct {
-	ipvs.Interface
-	once    sync.Once
-	written chan struct{}
-}
-
-func (s *ipvsSignal) Write(ops []ipvs.Op) []error {
-	s.once.Do(func() { close(s.written) })
-	return s.Interface.Write(ops)
-}
-
-// addressesAfter adds addresses only once IPVS has been written to, or
-// after a timeout, and records which.
-type addressesAfter struct {
-	dummyiface.Interface
-	ipvsWritten <-chan struct{}
-	waited      bool
-}
-
-func (a *addressesAfter) AddAddresses(addrs []netip.Addr) []error {
-	select {
-	case <-a.ipvsWritten:
-	case <-time.After(5 * time.Second):
-		a.waited = true
-	}
-	return a.Interface.AddAddresses(addrs)
-}
-
 // The three kinds of kernel object are written side by side: a sync does not
 // wait for kube-ipvs0's addresses before it writes virtual servers (3.5 s of
 // addresses at a 10k cold start in the test VM). The address writes here
 // wait until IPVS has been written, which one after the other never is.
 func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 	k := fakekernel.New(t)
-	v := &ipvsSignal{Interface: k.IPVS, written: make(chan struct{})}
-	a := &addressesAfter{Interface: k.Links, ipvsWritten: v.written}
-	r := New(Kernel{IPVS: v, Links: a, Sets: k.Sets}, Options{SetNames: setNames(desired.IPv4Sets)})
+	// Addresses are added only once IPVS has been written to, or after
+	// a timeout, which waited records.
+	written := make(chan struct{})
+	var once sync.Once
+	k.IPVS.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "add-") {
+			once.Do(func() { close(written) })
+		}
+		return nil
+	})
+	var waited atomic.Bool
+	k.Links.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "add-addr") {
+			select {
+			case <-written:
+			case <-time.After(5 * time.Second):
+				waited.Store(true)
+			}
+		}
+		return nil
+	})
+	r := testReconciler(k)
 	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	mustApply(t, r)
-	if a.waited {
+	if waited.Load() {
 		t.Error("addresses were written before any virtual server, not beside them")
 	}
 	if r.ops != 10 {

@@ -26,8 +26,8 @@ import (
 // others expect it held.
 type Reconciler struct {
 	// mu guards the reconciler's state: a sync holds it throughout, a
-	// drift check a slice at a time. A Locker so that tests can watch it.
-	mu    sync.Locker
+	// drift check a slice at a time (see pacer).
+	mu    sync.Mutex
 	drift driftCheck
 
 	ipvs  ipvs.Interface
@@ -181,7 +181,6 @@ func New(k Kernel, o Options) *Reconciler {
 		now = time.Now
 	}
 	r := &Reconciler{
-		mu:   &sync.Mutex{},
 		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, conntrack: k.Conntrack, setNames: o.SetNames, excluded: excluded,
 		byService:   map[types.NamespacedName]desired.State{},
 		vs:          newTable[ipvs.Key, desired.VirtualServer, heldVS](KindVirtualServer, retryMax),

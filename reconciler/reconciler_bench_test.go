@@ -40,17 +40,17 @@ func BenchmarkDriftCheck(b *testing.B) {
 	k.Ops()
 	b.ReportAllocs()
 	b.ResetTimer()
-	var l holdTimer
-	r.mu = &l
+	var longest time.Duration
+	held := func(d time.Duration) { longest = max(longest, d) }
 	for i := 0; i < b.N; i++ {
 		r.beginRead()
 		v, err := r.readKernel()
 		if err != nil {
 			b.Fatal(err)
 		}
-		l.Lock()
-		w, err := r.adopt(v)
-		l.Unlock()
+		r.mu.Lock()
+		w, err := r.adopt(v, r.pacer(held))
+		r.mu.Unlock()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,23 +59,9 @@ func BenchmarkDriftCheck(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(l.longest.Microseconds()), "max-hold-µs")
+	b.ReportMetric(float64(longest.Microseconds()), "max-hold-µs")
 	if ops := k.Ops(); len(ops) > 0 {
 		b.Fatalf("a drift check of a converged kernel wrote %d objects", len(ops))
-	}
-}
-
-// holdTimer is a lock that measures the longest time it was held: for adopt,
-// how long a sync may wait for it.
-type holdTimer struct {
-	longest time.Duration
-	start   time.Time
-}
-
-func (l *holdTimer) Lock() { l.start = time.Now() }
-func (l *holdTimer) Unlock() {
-	if d := time.Since(l.start); d > l.longest {
-		l.longest = d
 	}
 }
 

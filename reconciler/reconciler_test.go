@@ -13,6 +13,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -92,7 +93,7 @@ func TestReconcilerRetriesFailedWrites(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
 	clock := withClock(r)
-	k.IPVS.FailNext = "add-rs"
+	k.IPVS.SetHook(oplog.FailOnce("add-rs"))
 	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	if errs := r.apply(); len(errs) != 1 {
 		t.Fatalf("errors %v, want the injected one", errs)
@@ -221,7 +222,7 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 	critical := []types.NamespacedName{testobj.Name("kubernetes"), testobj.Name("absent")}
 
 	clock := withClock(r)
-	k.IPVS.FailNext = "add-rs 10.96.0.1:443"
+	k.IPVS.SetHook(oplog.FailOnce("add-rs 10.96.0.1:443"))
 	n, errs := r.applyFirst(critical)
 	if n != 4 || len(errs) != 1 {
 		t.Fatalf("applyFirst = %d objects, errors %v; want 4 objects and the injected error", n, errs)
@@ -347,21 +348,6 @@ func TestOwnersKeepAnObjectUntilItsLastOwner(t *testing.T) {
 	}
 }
 
-// betweenSlices is a reconciler's lock during an adopt that runs sync once,
-// at adopt's first pause, as a waiting sync would.
-type betweenSlices struct {
-	sync func()
-	ran  bool
-}
-
-func (l *betweenSlices) Unlock() {}
-func (l *betweenSlices) Lock() {
-	if !l.ran {
-		l.ran = true
-		l.sync()
-	}
-}
-
 func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
@@ -380,19 +366,27 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	v := mustRead(t, r)
 	// While adopt pauses, a sync changes a, deletes b and adds c: the read
 	// has a's old real server, has b and lacks c, and must undo none of it.
-	l := &betweenSlices{sync: func() {
+	// The sync runs at adopt's first pause, as a sync waiting for r.mu
+	// would.
+	ran := false
+	pause := func() {
+		if ran {
+			return
+		}
+		ran = true
 		r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.3:8080"))
 		r.setService(testobj.Name("b"), desired.State{})
 		r.setService(testobj.Name("c"), state("10.96.0.3", 80, "10.244.0.4:8080"))
 		mustApply(t, r)
 		k.Ops()
-	}}
-	r.mu = l
-	w, err := r.adopt(v)
+	}
+	r.mu.Lock()
+	w, err := r.adopt(v, pause)
+	r.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.ran {
+	if !ran {
 		t.Fatal("adopt never paused")
 	}
 	if errs := r.drain(v, w); len(errs) > 0 {
@@ -433,7 +427,7 @@ func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	done := make(chan map[ipvs.Key]bool)
 	go func() {
 		r.mu.Lock()
-		w, err := r.adopt(v)
+		w, err := r.adopt(v, r.pacer(nil))
 		r.mu.Unlock()
 		if err != nil {
 			t.Error(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -45,6 +46,13 @@ func (k Kernel) Ops() []string {
 	all := append(append(k.IPVS.TakeOps(), k.Links.TakeOps()...), k.Sets.TakeOps()...)
 	slices.Sort(all)
 	return all
+}
+
+// SetHook sets h on the three fakes (see oplog.Hook); nil removes it.
+func (k Kernel) SetHook(h oplog.Hook) {
+	k.IPVS.SetHook(h)
+	k.Links.SetHook(h)
+	k.Sets.SetHook(h)
 }
 
 // Lines is every table's dump, one object a line.
