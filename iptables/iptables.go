@@ -205,8 +205,10 @@ func isBuiltin(chain string) bool {
 	return false
 }
 
-// Restore applies a payload; unlike iptables-restore it does not check it
-// and applies each line at once rather than on COMMIT.
+// Restore applies a payload as iptables-restore --noflush does: whole or
+// not at all. A declared chain is created or flushed; a rule may go only
+// to a chain that exists, a built-in one or one declared; deleting a rule
+// that is not there fails the payload. It does not check rules' syntax.
 func (f *Fake) Restore(payload []byte) error {
 	if _, err := f.ops.Begin("restore"); err != nil {
 		return err
@@ -214,10 +216,15 @@ func (f *Fake) Restore(payload []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Payloads = append(f.Payloads, string(payload))
+	tables := make([]*fakeTable, len(f.tables))
+	for i, t := range f.tables {
+		tables[i] = t.clone()
+	}
 	var t *fakeTable
-	for _, l := range strings.Split(string(payload), "\n") {
+	for n, l := range strings.Split(string(payload), "\n") {
+		fail := func(why string) error { return fmt.Errorf("iptables-restore: line %d failed (%s): %s", n+1, why, l) }
 		if name, ok := strings.CutPrefix(l, "*"); ok {
-			t = f.table(name)
+			t = tableNamed(&tables, name)
 			continue
 		}
 		if t == nil {
@@ -232,26 +239,33 @@ func (f *Fake) Restore(payload []byte) error {
 			}
 		case strings.HasPrefix(l, "-A "):
 			chain, spec, _ := strings.Cut(l[3:], " ")
-			t.ensure(chain)
+			if !t.has(chain) {
+				return fail("no chain " + chain)
+			}
 			t.rules[chain] = append(t.rules[chain], f.canonical(spec))
 		case strings.HasPrefix(l, "-I "):
 			chain, spec, _ := strings.Cut(l[3:], " ")
+			if !t.has(chain) {
+				return fail("no chain " + chain)
+			}
 			at := 1
 			if n, rest, _ := strings.Cut(spec, " "); n != "" {
 				if i, err := strconv.Atoi(n); err == nil {
 					at, spec = i, rest
 				}
 			}
-			t.ensure(chain)
 			at = min(max(at, 1), len(t.rules[chain])+1)
 			t.rules[chain] = slices.Insert(t.rules[chain], at-1, f.canonical(spec))
 		case strings.HasPrefix(l, "-D "):
 			chain, spec, _ := strings.Cut(l[3:], " ")
-			if i := slices.Index(t.rules[chain], f.canonical(spec)); i >= 0 {
-				t.rules[chain] = slices.Delete(t.rules[chain], i, i+1)
+			i := slices.Index(t.rules[chain], f.canonical(spec))
+			if i < 0 {
+				return fail("no such rule")
 			}
+			t.rules[chain] = slices.Delete(t.rules[chain], i, i+1)
 		}
 	}
+	f.tables = tables
 	return nil
 }
 
@@ -262,15 +276,32 @@ func (f *Fake) canonical(rule string) string {
 	return f.Canonical(rule)
 }
 
-func (f *Fake) table(name string) *fakeTable {
-	for _, t := range f.tables {
+// tableNamed finds a table in tables, adding it if missing.
+func tableNamed(tables *[]*fakeTable, name string) *fakeTable {
+	for _, t := range *tables {
 		if t.name == name {
 			return t
 		}
 	}
 	t := &fakeTable{name: name, rules: map[string][]string{}}
-	f.tables = append(f.tables, t)
+	*tables = append(*tables, t)
 	return t
+}
+
+// has says whether chain exists: a built-in one is there from the start.
+func (t *fakeTable) has(chain string) bool {
+	if isBuiltin(chain) {
+		t.ensure(chain)
+	}
+	return slices.Contains(t.chains, chain)
+}
+
+func (t *fakeTable) clone() *fakeTable {
+	c := &fakeTable{name: t.name, chains: slices.Clone(t.chains), rules: make(map[string][]string, len(t.rules))}
+	for k, v := range t.rules {
+		c.rules[k] = slices.Clone(v)
+	}
+	return c
 }
 
 func (t *fakeTable) ensure(chain string) {

@@ -46,6 +46,17 @@ func New(t testing.TB) *NS {
 	return nil
 }
 
+// Enter moves the calling goroutine into the namespace for good: its
+// thread is never unlocked, and ends with the goroutine. Call it from a
+// subtest's own goroutine, so that t.Fatal ends the subtest as usual.
+func (n *NS) Enter(t testing.TB) {
+	t.Helper()
+	runtime.LockOSThread()
+	if err := unix.Setns(n.fd, unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("enter namespace: %v", err)
+	}
+}
+
 // Do runs f on a thread in the namespace; sockets it opens stay there.
 func (n *NS) Do(f func() error) error {
 	errs := make(chan error, 1)
