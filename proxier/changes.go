@@ -29,7 +29,7 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		for _, in := range ins {
 			st, problems := p.stateOf(in)
 			done[in.name] = true
-			touched = append(touched, p.claims.set(in.name, in.service, st)...)
+			touched = append(touched, p.claims.update(in.name, in.service, st)...)
 			out = append(out, computed{in, st, problems})
 		}
 		return out
@@ -56,8 +56,8 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		st, lost := p.claims.filter(in.name, c.st)
 		p.report(in, append(c.problems, conflictProblems(lost)...))
 		changes = append(changes, reconciler.Change{Name: in.name, State: st})
-		mark(p.noLocal, in.name, st.NoLocalEndpoints)
-		mark(p.noLocalExternal, in.name, st.NoLocalExternal)
+		setMember(p.noLocal, in.name, st.NoLocalEndpoints)
+		setMember(p.noLocalExternal, in.name, st.NoLocalExternal)
 		if st.HealthCheckPort != 0 {
 			hc := svchealth.Service{Port: st.HealthCheckPort, LocalEndpoints: st.LocalReady}
 			p.healthDirty = p.healthDirty || p.healthChecks[in.name] != hc
@@ -81,8 +81,8 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 	return changes
 }
 
-// mark adds name to set, or removes it.
-func mark(set map[types.NamespacedName]bool, name types.NamespacedName, in bool) {
+// setMember adds name to set, or removes it.
+func setMember(set map[types.NamespacedName]bool, name types.NamespacedName, in bool) {
 	if in {
 		set[name] = true
 	} else {

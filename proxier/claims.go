@@ -90,10 +90,10 @@ func newClaims() *claims {
 		addrs: map[types.NamespacedName]claimedAddrs{}, lost: map[types.NamespacedName]int{}}
 }
 
-// set replaces the claims of svc (nil: deleted) from the virtual servers
+// update replaces the claims of svc (nil: deleted) from the virtual servers
 // of st, and returns the other Services that won or lost a virtual server
 // by it: their states must be filtered again.
-func (cs *claims) set(name types.NamespacedName, svc *v1.Service, st desired.State) []types.NamespacedName {
+func (cs *claims) update(name types.NamespacedName, svc *v1.Service, st desired.State) []types.NamespacedName {
 	touched := cs.setAddrs(name, st)
 	// Only a key with another claimant can change hands: its winner is
 	// noted before, and compared after.

@@ -34,7 +34,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 	var disagree []ipvs.Key
 	for _, k := range r.vs.drifted(v.vs, sameVS, unread, pause) {
 		_, believed := r.vs.have[k]
-		if read, ok := v.vs[k]; ok && !believed && read.real != nil {
+		if read, ok := v.vs[k]; ok && !believed && read.reals != nil {
 			r.vs.take(k, read, true) // a stray, or new since the last read
 			continue
 		}
@@ -76,7 +76,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 // sameVS says whether a read of a virtual server matches the belief; a read
 // that left its real servers out (real nil) matches on attributes alone.
 func sameVS(_ ipvs.Key, read, have heldVS) bool {
-	return read.vs == have.vs && (read.real == nil || sameWeights(read.real, have.real))
+	return read.vs == have.vs && (read.reals == nil || sameWeights(read.reals, have.reals))
 }
 
 // sameMember compares two members both present: presence is all they have.

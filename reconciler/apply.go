@@ -127,12 +127,12 @@ func pick[K comparable](t *memberTable[K], add bool, dirty iter.Seq[K], now time
 	return keys
 }
 
-// record takes the kernel's answer to writing keys: a key written is
+// takeAnswers takes the kernel's answer to writing keys: a key written is
 // believed and done, a key refused goes to retry with its failure. Keys
 // whose answer was lost are read back with held first (see readback.go):
 // those the kernel holds as asked count as written. It returns how many
 // were written and the errors.
-func record[K comparable](t *memberTable[K], keys []K, results []error, add bool, now time.Time, retry map[K]bool,
+func takeAnswers[K comparable](t *memberTable[K], keys []K, results []error, add bool, now time.Time, retry map[K]bool,
 	held func([]K) (map[K]bool, error)) (int, []error) {
 	var unknown []K
 	for i, err := range results {
@@ -175,7 +175,7 @@ func (r *Reconciler) writeAddresses(add bool, dirty iter.Seq[netip.Addr], retry 
 	if add {
 		write = r.addrs.AddAddresses
 	}
-	return record(&r.addr, addrs, write(addrs), add, now, retry, r.boundOf)
+	return takeAnswers(&r.addr, addrs, write(addrs), add, now, retry, r.boundOf)
 }
 
 // writeEntries adds the dirty entries that are wanted and missing (add) or
@@ -204,7 +204,7 @@ func (r *Reconciler) writeEntries(add bool, dirty iter.Seq[desired.SetEntry], re
 		for i, k := range keys {
 			entries[i] = k.Entry
 		}
-		written, failed := record(&r.entry, keys, write(set, entries), add, now, retry, r.entriesHeld)
+		written, failed := takeAnswers(&r.entry, keys, write(set, entries), add, now, retry, r.entriesHeld)
 		n += written
 		errs = append(errs, failed...)
 	}
@@ -444,7 +444,7 @@ func (r *Reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		}
 		ops = append(ops, ipvs.Op{Kind: kind, VS: want.Virtual, RS: rs})
 	}
-	haveRS := have.real
+	haveRS := have.reals
 	// Removing a UDP real server while others serve leaves conntrack
 	// entries answered by it (see package conntrack).
 	staleUDP := false

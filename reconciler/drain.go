@@ -10,7 +10,7 @@ import (
 // servers are all gone, so that the next apply deletes them.
 func (r *Reconciler) endDrained() {
 	for k := range r.drainingVS {
-		if h, ok := r.vs.have[k]; !ok || h.real.len() == 0 {
+		if h, ok := r.vs.have[k]; !ok || h.reals.len() == 0 {
 			r.endDrain(k)
 		}
 	}
@@ -69,7 +69,7 @@ func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
 func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 	var ops []ipvs.Op
 	for k, ids := range r.draining {
-		seen := v.vs[k].real
+		seen := v.vs[k].reals
 		if written[k] || seen == nil {
 			continue
 		}
@@ -77,7 +77,7 @@ func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 			rs, ok := seen.get(id)
 			if !ok {
 				delete(ids, id)
-				r.vs.have[k].real.remove(id)
+				r.vs.have[k].reals.remove(id)
 				continue
 			}
 			if rs.ActiveConns+rs.InactiveConns == 0 {
@@ -100,7 +100,7 @@ func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 		}
 		r.rsStatus.ok(k, id)
 		r.ops++
-		r.vs.have[k].real.remove(id)
+		r.vs.have[k].reals.remove(id)
 		if ids := r.draining[k]; ids != nil {
 			delete(ids, id)
 			if len(ids) == 0 {

@@ -10,18 +10,20 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// A TCP virtual server on a VIP (an address bound to kube-ipvs0) that no
-// Service wants any more (its Service was deleted, or lost that port or
-// address) and whose real servers carry connections drains like a removed
-// real server: its idle real servers go at once, the others to weight 0,
-// and it stays, with its address on kube-ipvs0 and in KUBE-IPVS-IPS, until
-// a drift check sees their connections end. Upstream deletes such a virtual
-// server at once, which cuts every long-lived connection through it. One
-// without connections goes at once, as upstream, and so do virtual servers
-// on the node's own addresses (node ports, external IPs the node has):
-// such an address may have left the node. The reconciler holds a draining
-// virtual server's address and entry under an owner of its own, so the
-// address and entry tables keep them as they keep any wanted object.
+// A TCP virtual server that no Service wants any more (its Service was
+// deleted, or lost that port or address) drains when its real servers
+// carry connections, as a removed real server does: the idle real servers
+// go at once, the busy ones to weight 0, and the virtual server stays,
+// with its address on kube-ipvs0 and its KUBE-IPVS-IPS entry, until a
+// drift check sees their connections end. Upstream deletes it at once,
+// cutting every long-lived connection through it.
+//
+// Two kinds still go at once, as upstream: a virtual server without
+// connections, and one on an address of the node's own (a node port, an
+// external IP the node has), since that address may have left the node.
+// The draining virtual server's address and entry are held under an owner
+// of their own (drainOwner), so the address and entry tables keep them as
+// they keep any wanted object.
 
 // drainOwner is the owner that holds a draining virtual server's address.
 func drainOwner(k ipvs.Key) types.NamespacedName {
@@ -40,7 +42,7 @@ func (r *Reconciler) startDrain(k ipvs.Key) {
 	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.drainingVS[k] {
 		return
 	}
-	if h, ok := r.vs.have[k]; !ok || h.real.len() == 0 {
+	if h, ok := r.vs.have[k]; !ok || h.reals.len() == 0 {
 		return
 	}
 	if _, bound := r.addr.have[k.Address]; !bound {
@@ -78,7 +80,7 @@ func (r *Reconciler) endDrain(k ipvs.Key) {
 // drainsWhole says whether apply keeps unwanted virtual server k, held as
 // have, for its real servers to drain.
 func (r *Reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
-	return r.drainingVS[k] && have.real.len() > 0
+	return r.drainingVS[k] && have.reals.len() > 0
 }
 
 // wantEntry and unwantEntry record that owner wants set entry e, or no

@@ -67,7 +67,7 @@ func (r *Reconciler) planShare() {
 	for k, h := range r.vs.have {
 		pause()
 		if r.plan.covers(k) {
-			r.plan.believed[k] = shareVS{vs: h.vs, reals: h.real.len() > 0}
+			r.plan.believed[k] = shareVS{vs: h.vs, reals: h.reals.len() > 0}
 		}
 	}
 }

@@ -106,13 +106,13 @@ func (r *Reconciler) takeReadBack(k ipvs.Key, rb *vsReadBack) {
 	case rb.vsRead:
 		h.vs = rb.vs
 		if !believed {
-			h.real = newRealSet(nil)
+			h.reals = newRealSet(nil)
 		}
 	case !believed:
 		return // real servers of a virtual server not believed to exist
 	}
 	if rb.real != nil {
-		h.real = rb.real
+		h.reals = rb.real
 	}
 	r.vs.believe(k, h)
 }

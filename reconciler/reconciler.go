@@ -276,8 +276,8 @@ func (r *Reconciler) Outcome() Outcome {
 // heldVS is what the reconciler believes the kernel holds of one virtual
 // server: its attributes and its real servers.
 type heldVS struct {
-	vs   ipvs.VirtualServer
-	real *realSet
+	vs    ipvs.VirtualServer
+	reals *realSet
 }
 
 // setService replaces what one Service wants and marks its objects dirty.
@@ -344,13 +344,13 @@ func (r *Reconciler) believe(op ipvs.Op) {
 		if !ok {
 			return // only written with its virtual server, believed first
 		}
-		cur, ok := h.real.get(op.RS.ID())
+		cur, ok := h.reals.get(op.RS.ID())
 		if !ok {
 			cur = op.RS
 		}
 		cur.Weight = op.RS.Weight
-		h.real.put(cur)
+		h.reals.put(cur)
 	case ipvs.DeleteRS:
-		r.vs.have[k].real.remove(op.RS.ID())
+		r.vs.have[k].reals.remove(op.RS.ID())
 	}
 }

@@ -292,7 +292,7 @@ func TestReconcilerConfirmsWhatAReadMissed(t *testing.T) {
 	v := mustRead(t, r)
 	a := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
 	b := ipvs.Key{Address: netip.MustParseAddr("10.96.0.2"), Protocol: ipvs.TCP, Port: 80}
-	v.vs[a].real.remove(netip.MustParseAddrPort("10.244.0.2:8080"))
+	v.vs[a].reals.remove(netip.MustParseAddrPort("10.244.0.2:8080"))
 	delete(v.vs, b)
 	if errs := r.drain(v, mustAdopt(t, r, v)); len(errs) > 0 {
 		t.Fatal(errs)

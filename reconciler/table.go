@@ -13,9 +13,9 @@ import (
 //
 //   - update and delete, when a Service wants a key (or wants it otherwise)
 //     or lets it go: the key is marked dirty, and a failed one is due at once;
-//   - prune, when a drift check has read the whole kind: drifted lists the
-//     keys where the read and the belief differ, and take gives the belief
-//     the read of each, marking it dirty;
+//   - drifted and take, when a drift check adopts a read of the kind
+//     (adopt.go): drifted lists the keys where the read and the belief
+//     differ, and take gives the belief the read of each, marking it dirty;
 //   - apply's pass over the dirty keys, which writes what differs in kernel
 //     batches and records each key's outcome (written, believe, status).
 //

@@ -12,8 +12,10 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 )
 
-// What a sync does once the reconciler has applied the changes: bring the
-// iptables chains and the LoadBalancer health checks in line with them.
+// How a sync keeps the iptables chains (package glue) and the
+// LoadBalancer health checks in line with what it records: rules a change
+// needs are written before the apply (syncGlueAhead), the rest after it
+// (syncGlue), and the health checks are served once it has applied.
 
 // syncHealthChecks serves the LoadBalancer health checks as they now are.
 // A port that cannot be opened is reported once, with an Event, and tried
