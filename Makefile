@@ -136,6 +136,9 @@ BENCH_ARGS ?=
 BENCH_SCENARIOS ?=
 # e.g. BENCH_OURS_FLAGS=--ipvs-sync-period=1h: extra flags for kube-ipvs-proxy.
 BENCH_OURS_FLAGS ?=
+# e.g. BENCH_BEFORE=v0.9.0: kube-ipvs-proxy built from that commit runs in
+# the same run as kube-ipvs-proxy-before, beside the current code.
+BENCH_BEFORE ?=
 # The VM's time limit: a 50k run takes ~40 min without KVM.
 BENCH_VM_TIMEOUT ?= $(if $(findstring 50000,$(BENCH_SCALES)),7200,4200)
 # The first scale's API objects are created once, from the host, and kept as
@@ -149,6 +152,8 @@ BENCH_RESULTS = $(CACHE)/bench/results
 bench-quick: BENCH_SCALES = 1000
 bench-quick: BENCH_PROXIERS = floor,kube-ipvs-proxy
 bench-quick bench: e2e-bins k8s-bins vm-kernel
+	@if [ -n "$(BENCH_BEFORE)" ]; then src=$(CACHE)/bench/before-src; rm -rf $$src && mkdir -p $$src && \
+	  git archive $(BENCH_BEFORE) | tar -x -C $$src && (cd $$src && $(GO) build -o $(CURDIR)/$(BIN)/kube-ipvs-proxy-before .); fi
 	@if [ ! -d $(BENCH_SEED) ]; then \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench-seed -- \
 	    $(BIN)/bench -create $(BENCH_FIRST_SCALE) $(BENCH_ARGS) && \
@@ -158,7 +163,7 @@ bench-quick bench: e2e-bins k8s-bins vm-kernel
 	rm -rf .vm/bench; mkdir -p $$tmp $(BENCH_RESULTS); \
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench -etcd-seed $(BENCH_SEED) -- \
-	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS) -out $$tmp $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_OURS_FLAGS),-ours-flags '$(BENCH_OURS_FLAGS)')"; \
+	  sh -c "hack/vm.sh run -m 6144 -t $(BENCH_VM_TIMEOUT) -f \$$KIP_APISERVER_PORT -- $(BIN)/bench -scales $(BENCH_SCALES) -proxiers $(BENCH_PROXIERS)$(if $(BENCH_BEFORE),$(comma)kube-ipvs-proxy-before) -out $$tmp $(BENCH_ARGS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_OURS_FLAGS),-ours-flags '$(BENCH_OURS_FLAGS)')"; \
 	code=$$?; dir=$(BENCH_RESULTS)/$$run; mv $$tmp $$dir && rm -rf .vm/bench && [ $$code = 0 ] \
 	&& hack/bench-profiles.sh $$dir && ln -sfn $$run $(BENCH_RESULTS)/latest && echo "report: $$dir/report.md"
 

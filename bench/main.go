@@ -329,10 +329,16 @@ func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, err
 	return recs, nil
 }
 
+// beforeName is kube-ipvs-proxy built from an earlier commit (make bench
+// BENCH_BEFORE=<rev>), measured beside the current one in the same run.
+const beforeName = "kube-ipvs-proxy-before"
+
 func startProxier(env *framework.Env, name string, o options) (*framework.Process, error) {
 	switch name {
 	case "kube-ipvs-proxy":
 		return framework.StartOurs(env, "bench-kube-ipvs-proxy", append([]string{"--profiling"}, o.oursFlags...)...)
+	case beforeName:
+		return framework.Start(env, "bench-"+beforeName, filepath.Join(env.Bin, beforeName), framework.OursArgs(env, o.oursFlags...)...)
 	case "kube-proxy":
 		return framework.StartUpstream(env, "bench-kube-proxy")
 	}

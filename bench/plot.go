@@ -32,7 +32,7 @@ var charts = []chart{
 		func(r record) bool { return r.Scenario == "cold-start" }},
 }
 
-var proxierColors = map[string]string{"floor": "#999999", "kube-ipvs-proxy": "#1f77b4", "kube-proxy": "#d62728", fakeModeName: "#9ecae1"}
+var proxierColors = map[string]string{"floor": "#999999", "kube-ipvs-proxy": "#1f77b4", beforeName: "#ff7f0e", "kube-proxy": "#d62728", fakeModeName: "#9ecae1"}
 
 // writePlots renders every chart that has data into dir and returns the
 // file names.
@@ -135,7 +135,7 @@ func (c chart) render(records []record) string {
 }
 
 func order(p string) int {
-	return map[string]int{"floor": 0, "kube-ipvs-proxy": 1, fakeModeName: 2, "kube-proxy": 3}[p]
+	return map[string]int{"floor": 0, "kube-ipvs-proxy": 1, beforeName: 2, fakeModeName: 3, "kube-proxy": 4}[p]
 }
 
 // niceCeil rounds up to 1, 2 or 5 times a power of ten.
