@@ -187,6 +187,7 @@ func report(records []record, plots []string) string {
 		}
 	}
 	b.WriteString(targetsSection(records))
+	b.WriteString(beforeSection(records))
 	for _, scenario := range scenarioOrder {
 		byScale := map[int][]record{}
 		var scales []int

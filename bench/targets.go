@@ -175,3 +175,42 @@ func targetsSection(records []record) string {
 	}
 	return b.String()
 }
+
+// beforeSection sets kube-ipvs-proxy beside kube-ipvs-proxy-before (make
+// bench BENCH_BEFORE=<rev>) at each scale both ran: the figures a change of
+// layout must not move by more than 10%.
+func beforeSection(records []record) string {
+	const ours = "kube-ipvs-proxy"
+	var scales []int
+	for _, r := range records {
+		if r.Proxier == beforeName && r.Scenario == "cold-start" {
+			scales = append(scales, r.Services)
+		}
+	}
+	if len(scales) == 0 {
+		return ""
+	}
+	sort.Ints(scales)
+	var b strings.Builder
+	b.WriteString("\n## Beside the code before (" + beforeName + ")\n\nA change within ±10% is noise in the test VM.\n\n" +
+		"| figure | scale | before | now | change |\n|---|---|---|---|---|\n")
+	for _, n := range scales {
+		for _, f := range []struct {
+			name, scenario string
+			get            func(*record) *float64
+		}{
+			{"cold start, after the caches synced (ms)", "cold-start", func(r *record) *float64 { return r.CompleteAfterSyncMs }},
+			{"one change p99 (ms)", "one-change", func(r *record) *float64 { return r.P99ms }},
+			{"steady CPU (s)", "steady-sync", func(r *record) *float64 { return r.CPUs }},
+			{"steady RSS (MB)", "steady-sync", func(r *record) *float64 { return r.RSSMB }},
+		} {
+			before, now := find(records, beforeName, f.scenario, n), find(records, ours, f.scenario, n)
+			if before == nil || now == nil || f.get(before) == nil || f.get(now) == nil || *f.get(before) == 0 {
+				continue
+			}
+			x, y := *f.get(before), *f.get(now)
+			fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %+.0f%% |\n", f.name, scaleName(n), x, y, 100*(y-x)/x)
+		}
+	}
+	return b.String()
+}

@@ -111,3 +111,25 @@ func TestTargetsJudgeCriticalServicesAcrossScales(t *testing.T) {
 		t.Error("the smallest scale is judged against itself")
 	}
 }
+
+// The report sets the current code beside the code before it, figure by
+// figure, with the change in percent.
+func TestBeforeSection(t *testing.T) {
+	cold := func(p string, ms float64) record {
+		return record{Proxier: p, Scenario: "cold-start", Services: 10000, CompleteAfterSyncMs: ptr(ms)}
+	}
+	steady := func(p string, cpu, rss float64) record {
+		return record{Proxier: p, Scenario: "steady-sync", Services: 10000, CPUs: ptr(cpu), RSSMB: ptr(rss)}
+	}
+	got := beforeSection([]record{cold("kube-ipvs-proxy", 1100), cold(beforeName, 1000),
+		steady("kube-ipvs-proxy", 4, 50), steady(beforeName, 5, 50)})
+	for _, want := range []string{"| cold start, after the caches synced (ms) | 10k | 1000.0 | 1100.0 | +10% |",
+		"| steady CPU (s) | 10k | 5.0 | 4.0 | -20% |", "| steady RSS (MB) | 10k | 50.0 | 50.0 | +0% |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+	if beforeSection([]record{cold("kube-ipvs-proxy", 1)}) != "" {
+		t.Error("a section without the code before")
+	}
+}
