@@ -49,9 +49,12 @@ func TestBinaryLeavesOutTheClientset(t *testing.T) {
 // forbidden are the imports each package must not reach, directly or not:
 // the package graph is the design, and the compiler only checks cycles.
 var forbidden = map[string][]string{
-	// Desired state is a pure function of API objects: no apiserver, no
-	// orchestration, no kernel access but the kernel objects' value types.
-	"./desired": {"dummyiface", "iptables", "conntrack", "nodeaddrs", "proxier", "kubeclient", "informers", "k8s.io/client-go"},
+	// Desired state is a pure function of API objects into the values of
+	// kernel objects: no kernel, no apiserver, no orchestration.
+	"./desired": {"ipvs", "ipset", "dummyiface", "iptables", "conntrack", "nodeaddrs", "internal/nlbatch", "reconciler", "glue",
+		"proxier", "kubeclient", "informers", "github.com/vishvananda/netlink", "k8s.io/client-go"},
+	// The values of kernel objects are plain data.
+	"./objects": {"ipvs", "ipset", "dummyiface", "iptables", "internal", "desired", "github.com/vishvananda/netlink", "k8s.io"},
 	// The reconciler writes the kernel from desired state: it knows no
 	// Proxier and no apiserver.
 	"./reconciler": {"proxier", "kubeclient", "informers", "k8s.io/client-go"},
@@ -63,7 +66,7 @@ var forbidden = map[string][]string{
 	// The proxier is run by the command, never the reverse.
 	"./proxier": {"app"},
 	// The chains are iptables' alone.
-	"./glue": {"proxier", "reconciler", "dummyiface", "kubeclient", "informers", "k8s.io/client-go"},
+	"./glue": {"proxier", "reconciler", "ipvs", "ipset", "dummyiface", "kubeclient", "informers", "k8s.io/client-go"},
 }
 
 func TestPackagesImportOnlyDown(t *testing.T) {

@@ -13,8 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // fuzzAddrs are the addresses a fuzzed Service and its slices draw from:
@@ -162,7 +161,7 @@ func checkKernelObjects(t *testing.T, svc *v1.Service, st State, family map[stri
 		if !usable(a) || v.Virtual.Port == 0 || v.Virtual.Protocol.Number() == 0 || !slices.Contains(Schedulers, v.Virtual.Scheduler) {
 			t.Fatalf("virtual server the kernel cannot take: %+v", v.Virtual)
 		}
-		persistent := v.Virtual.Flags&ipvs.FlagPersistent != 0
+		persistent := v.Virtual.Flags&objects.FlagPersistent != 0
 		if persistent != affinity || persistent && (v.Virtual.Timeout < 1 || v.Virtual.Timeout > maxStickyTimeout) || !persistent && v.Virtual.Timeout != 0 {
 			t.Fatalf("affinity %v programmed as flags %#x timeout %d", affinity, v.Virtual.Flags, v.Virtual.Timeout)
 		}
@@ -173,7 +172,7 @@ func checkKernelObjects(t *testing.T, svc *v1.Service, st State, family map[stri
 		}
 	}
 	for _, a := range st.Addresses {
-		if ips := FamilyOf(a).SetName(SetIPVSIPs); !usable(a) || !slices.Contains(st.Entries, SetEntry{ips, ipset.Entry{IP: a}}) {
+		if ips := FamilyOf(a).SetName(SetIPVSIPs); !usable(a) || !slices.Contains(st.Entries, SetEntry{ips, objects.Entry{IP: a}}) {
 			t.Fatalf("address %s not bound as it must be, or not in %s", a, ips)
 		}
 	}
@@ -209,7 +208,7 @@ func droppedInput(svc *v1.Service, sl []*discovery.EndpointSlice, st State) stri
 	}
 	validPort := false
 	for _, sp := range svc.Spec.Ports {
-		if ipvs.Protocol(sp.Protocol).Number() == 0 || sp.Port <= 0 || sp.Port > 65535 || sp.NodePort < 0 || sp.NodePort > 65535 {
+		if objects.Protocol(sp.Protocol).Number() == 0 || sp.Port <= 0 || sp.Port > 65535 || sp.NodePort < 0 || sp.NodePort > 65535 {
 			return fmt.Sprintf("port %+v", sp)
 		}
 		validPort = true

@@ -9,8 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // defaultStickyTimeout is the ClientIP affinity timeout when the Service sets none.
@@ -28,7 +27,7 @@ type State struct {
 	NoLocalEndpoints, NoLocalExternal bool
 	// NodeBlocked are the load-balancer VIP:ports whose source ranges
 	// leave out the node's own address: the node may not reach them.
-	NodeBlocked []ipset.Entry
+	NodeBlocked []objects.Entry
 	// HealthCheckPort, for a LoadBalancer with externalTrafficPolicy
 	// Local, serves the count of its ready endpoints on this node,
 	// localReady.
@@ -75,14 +74,14 @@ func (st State) String() string {
 }
 
 type VirtualServer struct {
-	Virtual ipvs.VirtualServer
-	Reals   []ipvs.RealServer
+	Virtual objects.VirtualServer
+	Reals   []objects.RealServer
 	Via     Via // how the Service wants it, should another want it too
 }
 
 type SetEntry struct {
 	Set   string
-	Entry ipset.Entry
+	Entry objects.Entry
 }
 
 func (e SetEntry) String() string { return e.Set + " " + e.Entry.String() }
@@ -124,7 +123,7 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 	var scheduled bool
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
-		proto := ipvs.Protocol(sp.Protocol)
+		proto := objects.Protocol(sp.Protocol)
 		if proto.Number() == 0 {
 			problems = append(problems, fmt.Sprintf("port %q: unknown protocol %q; port skipped", sp.Name, sp.Protocol))
 			continue
@@ -177,7 +176,7 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 			// endpoints are each pod once.
 			st.LocalReady = localReady(svc, slices, cfg.NodeName, fams[0].fam)
 			for _, f := range fams {
-				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetHealthCheckNodePort), ipset.Entry{Port: st.HealthCheckPort}})
+				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetHealthCheckNodePort), objects.Entry{Port: st.HealthCheckPort}})
 			}
 		}
 	}
@@ -186,7 +185,7 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 			bound := boundAddresses(f.clusterIP, append(append([]netip.Addr(nil), f.external...), f.lb...), node)
 			st.Addresses = append(st.Addresses, bound...)
 			for _, a := range bound {
-				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetIPVSIPs), ipset.Entry{IP: a}})
+				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetIPVSIPs), objects.Entry{IP: a}})
 			}
 		}
 	}
@@ -267,40 +266,40 @@ type portState struct {
 	fam       Family
 	scheduler string
 	sticky    uint32 // the ClientIP affinity timeout, 0 for none
-	proto     ipvs.Protocol
+	proto     objects.Protocol
 	lower     string // the protocol as ipset entries name it
 	port      uint16
 }
 
 // virtualServer adds a virtual server on addr:port with eps as real servers.
 func (p portState) virtualServer(via Via, addr netip.Addr, port uint16, eps []endpoint) {
-	vs := ipvs.VirtualServer{
-		Key:       ipvs.Key{Address: addr, Protocol: p.proto, Port: port},
+	vs := objects.VirtualServer{
+		Key:       objects.Key{Address: addr, Protocol: p.proto, Port: port},
 		Scheduler: p.scheduler,
 	}
 	if p.scheduler == "mh" {
-		vs.Flags |= ipvs.FlagSchedPort // as upstream: mh hashes the source port too
+		vs.Flags |= objects.FlagSchedPort // as upstream: mh hashes the source port too
 	}
 	if p.sticky != 0 {
-		vs.Flags |= ipvs.FlagPersistent
+		vs.Flags |= objects.FlagPersistent
 		vs.Timeout = p.sticky
 	}
 	// Sized exactly: the reconciler keeps it for the Service's lifetime.
-	vss := VirtualServer{Virtual: vs, Reals: make([]ipvs.RealServer, 0, len(eps)), Via: via}
+	vss := VirtualServer{Virtual: vs, Reals: make([]objects.RealServer, 0, len(eps)), Via: via}
 	for _, ep := range eps {
-		vss.Reals = append(vss.Reals, ipvs.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
+		vss.Reals = append(vss.Reals, objects.RealServer{Address: ep.addr, Port: ep.port, Weight: 1})
 	}
 	p.VirtualServers = append(p.VirtualServers, vss)
 }
 
 // entry adds e to the set upstream names set for IPv4, or to its IPv6 twin.
-func (p portState) entry(set string, e ipset.Entry) {
+func (p portState) entry(set string, e objects.Entry) {
 	p.Entries = append(p.Entries, SetEntry{p.fam.SetName(set), e})
 }
 
 // vip is the entry naming addr and this port.
-func (p portState) vip(addr netip.Addr) ipset.Entry {
-	return ipset.Entry{IP: addr, Protocol: p.lower, Port: p.port}
+func (p portState) vip(addr netip.Addr) objects.Entry {
+	return objects.Entry{IP: addr, Protocol: p.lower, Port: p.port}
 }
 
 // clusterIP adds the cluster IP's virtual server and entries, and the
@@ -310,7 +309,7 @@ func (p portState) clusterIP(ip netip.Addr, real, all []endpoint) {
 	p.entry(SetClusterIP, p.vip(ip))
 	for _, ep := range all {
 		if ep.local {
-			p.entry(SetLoopBack, ipset.Entry{IP: ep.addr, Protocol: p.lower, Port: ep.port, IP2: ep.addr})
+			p.entry(SetLoopBack, objects.Entry{IP: ep.addr, Protocol: p.lower, Port: ep.port, IP2: ep.addr})
 		}
 	}
 }
@@ -345,12 +344,12 @@ func (p portState) loadBalancers(ips []netip.Addr, real []endpoint, local bool, 
 		p.entry(SetLoadBalancerFW, e)
 		fromNode := false
 		for _, cidr := range ranges {
-			p.entry(SetLoadBalancerSourceNet, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, Net: cidr})
+			p.entry(SetLoadBalancerSourceNet, objects.Entry{IP: ip, Protocol: p.lower, Port: p.port, Net: cidr})
 			fromNode = fromNode || cidr.Contains(primary)
 		}
 		if fromNode {
 			// The node reaches the VIP from the VIP itself (bound here).
-			p.entry(SetLoadBalancerSourceIP, ipset.Entry{IP: ip, Protocol: p.lower, Port: p.port, IP2: ip})
+			p.entry(SetLoadBalancerSourceIP, objects.Entry{IP: ip, Protocol: p.lower, Port: p.port, IP2: ip})
 		} else {
 			p.NodeBlocked = append(p.NodeBlocked, e)
 		}
@@ -361,7 +360,7 @@ func (p portState) loadBalancers(ips []netip.Addr, real []endpoint, local bool, 
 // port to its protocol's sets (hash:ip,port for SCTP: an entry per address).
 func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint, local bool) {
 	sets := nodePortSets[p.proto]
-	add := func(e ipset.Entry) {
+	add := func(e objects.Entry) {
 		p.entry(sets.all, e)
 		if local {
 			p.entry(sets.local, e)
@@ -369,12 +368,12 @@ func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint,
 	}
 	for _, ip := range ips {
 		p.virtualServer(ViaNodePort, ip, nodePort, real)
-		if p.proto == ipvs.SCTP {
-			add(ipset.Entry{IP: ip, Protocol: p.lower, Port: nodePort})
+		if p.proto == objects.SCTP {
+			add(objects.Entry{IP: ip, Protocol: p.lower, Port: nodePort})
 		}
 	}
-	if p.proto != ipvs.SCTP {
-		add(ipset.Entry{Port: nodePort})
+	if p.proto != objects.SCTP {
+		add(objects.Entry{Port: nodePort})
 	}
 }
 
@@ -469,10 +468,10 @@ func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 
 // nodePortSets are the sets naming a protocol's node ports: all of them,
 // and those with externalTrafficPolicy Local (not masqueraded).
-var nodePortSets = map[ipvs.Protocol]struct{ all, local string }{
-	ipvs.TCP:  {SetNodePortTCP, SetNodePortLocalTCP},
-	ipvs.UDP:  {SetNodePortUDP, SetNodePortLocalUDP},
-	ipvs.SCTP: {SetNodePortSCTP, SetNodePortLocalSCTP},
+var nodePortSets = map[objects.Protocol]struct{ all, local string }{
+	objects.TCP:  {SetNodePortTCP, SetNodePortLocalTCP},
+	objects.UDP:  {SetNodePortUDP, SetNodePortLocalUDP},
+	objects.SCTP: {SetNodePortSCTP, SetNodePortLocalSCTP},
 }
 
 // maxStickyTimeout is the longest ClientIP affinity timeout the API allows.

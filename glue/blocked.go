@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // The KUBE-IPVS-OUT-FILTER rules that keep the node from load-balancer
@@ -26,7 +26,7 @@ import (
 const blockedChain = "KUBE-IPVS-OUT-FILTER"
 
 // blockedRule is e's rule, after "-A KUBE-IPVS-OUT-FILTER ", as written.
-func blockedRule(e ipset.Entry) string {
+func blockedRule(e objects.Entry) string {
 	return fmt.Sprintf("-s %s -m ipvs --vaddr %s --vproto %s --vport %d -j DROP", e.IP, e.IP, e.Protocol, e.Port)
 }
 
@@ -58,7 +58,7 @@ func (p blockedPlan) payload() []byte {
 // want's, both sorted. New rules are inserted where they sort, so the chain
 // reads as a whole write would leave it. A chain that is not clean is
 // written whole.
-func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan {
+func planBlocked(have []objects.Entry, clean bool, want []objects.Entry) blockedPlan {
 	var p blockedPlan
 	if !clean {
 		p.declare, have = true, nil
@@ -80,13 +80,13 @@ func planBlocked(have []ipset.Entry, clean bool, want []ipset.Entry) blockedPlan
 // CompareEntries is the order blocked lists are kept in: by address,
 // protocol and port (what a blocked VIP:port has). It runs at every sync,
 // over every blocked VIP, so it formats nothing.
-func CompareEntries(a, b ipset.Entry) int {
+func CompareEntries(a, b objects.Entry) int {
 	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 }
 
 // mergeBlocked returns the sorted union of two sorted lists, and whether
 // b added to a.
-func mergeBlocked(a, b []ipset.Entry) ([]ipset.Entry, bool) {
+func mergeBlocked(a, b []objects.Entry) ([]objects.Entry, bool) {
 	if slices.Equal(a, b) {
 		return a, false // every sync but those that change a blocked VIP
 	}
@@ -103,7 +103,7 @@ func mergeBlocked(a, b []ipset.Entry) ([]ipset.Entry, bool) {
 // sorted. clean is false when the chain is missing, holds a rule we do not
 // write or one twice, or is out of order. A restarted proxier keeps the
 // rules it finds rather than rewrite them before it knows its Services.
-func savedBlocked(saved []byte) (have []ipset.Entry, clean bool) {
+func savedBlocked(saved []byte) (have []objects.Entry, clean bool) {
 	table, exists, foreign := "", false, false
 	for _, l := range strings.Split(string(saved), "\n") {
 		if t, ok := strings.CutPrefix(l, "*"); ok {
@@ -139,7 +139,7 @@ var savedProtocols = map[string]string{"6": "tcp", "17": "udp", "132": "sctp", "
 
 // parseBlockedRule reads one rule as iptables-save prints it:
 // "-s 10.0.0.1/32 -m ipvs --vproto 6 --vaddr 10.0.0.1 --vport 80 -j DROP".
-func parseBlockedRule(rule string) (ipset.Entry, bool) {
+func parseBlockedRule(rule string) (objects.Entry, bool) {
 	f := strings.Fields(rule)
 	val := map[string]string{}
 	for i := 0; i+1 < len(f); i++ {
@@ -149,16 +149,16 @@ func parseBlockedRule(rule string) (ipset.Entry, bool) {
 	}
 	addr, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimSuffix(val["--vaddr"], "/32"), "/128"))
 	if err != nil {
-		return ipset.Entry{}, false
+		return objects.Entry{}, false
 	}
 	port, err := strconv.ParseUint(val["--vport"], 10, 16)
 	proto := savedProtocols[val["--vproto"]]
 	if err != nil || proto == "" || val["-j"] != "DROP" || val["-m"] != "ipvs" || len(f) != 12 {
-		return ipset.Entry{}, false
+		return objects.Entry{}, false
 	}
-	e := ipset.Entry{IP: addr, Protocol: proto, Port: uint16(port)}
+	e := objects.Entry{IP: addr, Protocol: proto, Port: uint16(port)}
 	if src, _ := netip.ParsePrefix(val["-s"]); src != netip.PrefixFrom(addr, addr.BitLen()) {
-		return ipset.Entry{}, false
+		return objects.Entry{}, false
 	}
 	return e, true
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // savedForm prints a blocked rule the way iptables-save does: a prefix
@@ -24,8 +24,8 @@ func savedForm(rule string) string {
 	return fmt.Sprintf("-s %s%s -m ipvs --vproto %s --vaddr %s --vport %s -j DROP", ip, bits, num, ip, port)
 }
 
-func blockedVIP(ip, proto string, port uint16) ipset.Entry {
-	return ipset.Entry{IP: netip.MustParseAddr(ip), Protocol: proto, Port: port}
+func blockedVIP(ip, proto string, port uint16) objects.Entry {
+	return objects.Entry{IP: netip.MustParseAddr(ip), Protocol: proto, Port: port}
 }
 
 // blockedRules are the rules in KUBE-IPVS-OUT-FILTER, as saved, in order.
@@ -61,7 +61,7 @@ func TestSavedBlocked(t *testing.T) {
 		"-A KUBE-FORWARD -s 10.0.0.8/32 -m ipvs --vproto 6 --vaddr 10.0.0.8 --vport 80 -j DROP",
 		"COMMIT",
 	}, "\n")
-	want := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81), blockedVIP("fd00::1", "udp", 53)}
+	want := []objects.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81), blockedVIP("fd00::1", "udp", 53)}
 	slices.SortFunc(want, CompareEntries)
 	if got, clean := savedBlocked([]byte(saved)); !slices.Equal(got, want) || clean {
 		t.Errorf("read %v (clean %v), want %v, not clean", got, clean, want)
@@ -115,39 +115,39 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 			t.Fatalf("blocked rules %q, want %q", got, want)
 		}
 	}
-	rule := func(edit string, e ipset.Entry) string {
+	rule := func(edit string, e objects.Entry) string {
 		return fmt.Sprintf("%s %s %s\n", edit, blockedChain, blockedRule(e))
 	}
-	insert := func(at int, e ipset.Entry) string {
+	insert := func(at int, e objects.Entry) string {
 		return fmt.Sprintf("-I %s %d %s\n", blockedChain, at, blockedRule(e))
 	}
 	edits := func(lines ...string) string { return "*filter\n" + strings.Join(lines, "") + "COMMIT\n" }
-	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{a, b}}, "full", false)
-	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{a, b}}, "", false)
-	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{b, c}}, edits(rule("-D", a), insert(2, c)), false)
-	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{b, c}}, "", false)
+	step(Input{InUse: inUse, NodeBlocked: []objects.Entry{a, b}}, "full", false)
+	step(Input{InUse: inUse, NodeBlocked: []objects.Entry{a, b}}, "", false)
+	step(Input{InUse: inUse, NodeBlocked: []objects.Entry{b, c}}, edits(rule("-D", a), insert(2, c)), false)
+	step(Input{InUse: inUse, NodeBlocked: []objects.Entry{b, c}}, "", false)
 	// Inserted where it sorts, not appended.
-	step(Input{InUse: inUse, NodeBlocked: []ipset.Entry{a, b, c}}, edits(insert(1, a)), false)
+	step(Input{InUse: inUse, NodeBlocked: []objects.Entry{a, b, c}}, edits(insert(1, a)), false)
 	step(Input{InUse: inUse}, edits(rule("-D", a), rule("-D", b), rule("-D", c)), false)
 	lb := map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}
-	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a}}, "full", false)
+	step(Input{InUse: lb, NodeBlocked: []objects.Entry{a}}, "full", false)
 	// A rule deleted behind our back is put back alone.
 	if err := ipt.Restore([]byte(edits(rule("-D", a)))); err != nil {
 		t.Fatal(err)
 	}
-	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a, c}},
+	step(Input{InUse: lb, NodeBlocked: []objects.Entry{a, c}},
 		edits(insert(1, a), insert(2, c)), true)
 	// A rule of someone else's in the chain, or ours out of order: it is
 	// flushed and written whole.
 	if err := ipt.Restore([]byte(edits("-A KUBE-IPVS-OUT-FILTER -j DROP\n"))); err != nil {
 		t.Fatal(err)
 	}
-	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a}},
+	step(Input{InUse: lb, NodeBlocked: []objects.Entry{a}},
 		edits(":KUBE-IPVS-OUT-FILTER - [0:0]\n", insert(1, a)), true)
 	if err := ipt.Restore([]byte(edits(insert(1, c)))); err != nil {
 		t.Fatal(err)
 	}
-	step(Input{InUse: lb, NodeBlocked: []ipset.Entry{a, c}},
+	step(Input{InUse: lb, NodeBlocked: []objects.Entry{a, c}},
 		edits(":KUBE-IPVS-OUT-FILTER - [0:0]\n", insert(1, a), insert(2, c)), true)
 }
 
@@ -157,7 +157,7 @@ func TestBlockedRulesEditedOneByOne(t *testing.T) {
 func TestBlockedRulesKeptOnRestart(t *testing.T) {
 	ipt := &iptables.Fake{Canonical: savedForm}
 	cfg := &Config{MasqueradeBit: 14}
-	blocked := []ipset.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81)}
+	blocked := []objects.Entry{blockedVIP("10.0.0.1", "tcp", 80), blockedVIP("10.0.0.2", "sctp", 81)}
 	slices.SortFunc(blocked, CompareEntries)
 	in := Input{InUse: map[string]bool{desired.SetClusterIP: true, desired.SetLoadBalancer: true}, NodeBlocked: blocked}
 	before := &Glue{ipt: ipt, cfg: cfg}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // jumpRule is one rule in a built-in chain that hands packets to our chains.
@@ -94,7 +94,7 @@ type Input struct {
 	InUse map[string]bool
 	// NodeBlocked are the load-balancer VIP:ports of the family the node
 	// may not reach (their source ranges leave it out), sorted.
-	NodeBlocked []ipset.Entry
+	NodeBlocked []objects.Entry
 	// PodCIDR is the Node's pod CIDR of the family
 	// (--detect-local-mode=NodeCIDR).
 	PodCIDR netip.Prefix
@@ -249,7 +249,7 @@ type Glue struct {
 	wroteIn Input
 	// wroteBlocked are the blocked VIPs the last restore left rules for;
 	// blockedKnown says it succeeded.
-	wroteBlocked []ipset.Entry
+	wroteBlocked []objects.Entry
 	blockedKnown bool
 	// failed says the last run of iptables failed.
 	failed bool

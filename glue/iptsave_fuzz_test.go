@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // FuzzSavedBlocked feeds the KUBE-IPVS-OUT-FILTER reader any
@@ -20,7 +20,7 @@ func FuzzSavedBlocked(f *testing.F) {
 	f.Add([]byte("*filter\n-A KUBE-IPVS-OUT-FILTER -s fd00::1 -m ipvs --vaddr fd00::1/128 --vproto sctp --vport 65535 -j DROP -j DROP\n"), []byte{})
 	f.Fuzz(func(t *testing.T, saved, vips []byte) {
 		have, _ := savedBlocked(saved)
-		if !slices.IsSortedFunc(have, CompareEntries) || len(slices.CompactFunc(slices.Clone(have), func(a, b ipset.Entry) bool { return a == b })) != len(have) {
+		if !slices.IsSortedFunc(have, CompareEntries) || len(slices.CompactFunc(slices.Clone(have), func(a, b objects.Entry) bool { return a == b })) != len(have) {
 			t.Fatalf("read %v: not sorted, or not once each", have)
 		}
 		for _, e := range have {
@@ -47,8 +47,8 @@ func FuzzSavedBlocked(f *testing.F) {
 // blockedOf decodes VIP:ports from b: a family byte (even: IPv4), the
 // address, a protocol byte and a two-byte port each. They come back sorted
 // and once each, as the glue keeps them.
-func blockedOf(b []byte) []ipset.Entry {
-	var out []ipset.Entry
+func blockedOf(b []byte) []objects.Entry {
+	var out []objects.Entry
 	for len(b) > 0 {
 		n := 4
 		if b[0]%2 == 1 {
@@ -58,7 +58,7 @@ func blockedOf(b []byte) []ipset.Entry {
 			break
 		}
 		a, _ := netip.AddrFromSlice(b[1 : 1+n])
-		out = append(out, ipset.Entry{IP: a.Unmap(), Protocol: []string{"tcp", "udp", "sctp"}[int(b[1+n])%3],
+		out = append(out, objects.Entry{IP: a.Unmap(), Protocol: []string{"tcp", "udp", "sctp"}[int(b[1+n])%3],
 			Port: uint16(b[2+n])<<8 | uint16(b[3+n])})
 		b = b[1+n+3:]
 	}

@@ -3,61 +3,28 @@ package ipset
 import (
 	"fmt"
 	"hash/fnv"
-	"net/netip"
 	"strconv"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
-// Type is an ipset type name.
-type Type string
+// The values the ipsets hold are package objects': desired state is made
+// of them without importing kernel access.
+type (
+	Type  = objects.SetType
+	Set   = objects.Set
+	Entry = objects.Entry
+)
 
 const (
-	HashIP          Type = "hash:ip"
-	HashIPPort      Type = "hash:ip,port"
-	HashIPPortIP    Type = "hash:ip,port,ip"
-	HashIPPortNet   Type = "hash:ip,port,net"
-	BitmapPort      Type = "bitmap:port"
-	DefaultHashSize      = 1024
-	DefaultMaxElem       = 65536
+	HashIP          = objects.HashIP
+	HashIPPort      = objects.HashIPPort
+	HashIPPortIP    = objects.HashIPPortIP
+	HashIPPortNet   = objects.HashIPPortNet
+	BitmapPort      = objects.BitmapPort
+	DefaultHashSize = objects.DefaultHashSize
+	DefaultMaxElem  = objects.DefaultMaxElem
 )
-
-// Set describes one set. Family is "inet" or "inet6" (ignored for bitmap:port).
-type Set struct {
-	Name     string
-	Type     Type
-	Family   string
-	HashSize uint32
-	MaxElem  uint32
-	Comment  string // what the set is for; documentation only, never sent to the kernel
-}
-
-// Entry is one member. Which fields are set depends on the set type:
-// hash:ip uses IP; hash:ip,port adds Protocol and Port; hash:ip,port,ip adds IP2;
-// hash:ip,port,net adds Net; bitmap:port uses only Port.
-type Entry struct {
-	IP       netip.Addr
-	Protocol string // "tcp", "udp" or "sctp"
-	Port     uint16
-	IP2      netip.Addr
-	Net      netip.Prefix
-}
-
-// String prints the entry the way `ipset save` does.
-func (e Entry) String() string {
-	if !e.IP.IsValid() {
-		return strconv.Itoa(int(e.Port))
-	}
-	s := e.IP.String()
-	if e.Protocol != "" {
-		s += fmt.Sprintf(",%s:%d", e.Protocol, e.Port)
-	}
-	if e.IP2.IsValid() {
-		s += "," + e.IP2.String()
-	}
-	if e.Net.IsValid() {
-		s += "," + e.Net.String()
-	}
-	return s
-}
 
 // Interface is the ipsets of one network namespace.
 type Interface interface {
