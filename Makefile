@@ -57,7 +57,7 @@ lint: $(STATICCHECK)
 
 # Every fuzz target, as package:target. Go fuzzes one target per run.
 FUZZ_TARGETS := ./desired:FuzzDesiredState ./proxier:FuzzChangeTracker ./desired:FuzzAPIAddr \
-	./proxier:FuzzSavedBlocked ./proxier:FuzzOurChains ./informers:FuzzSlim ./ipvs:FuzzDecode ./ipset:FuzzEntryCodec ./ipset:FuzzHeader
+	./glue:FuzzSavedBlocked ./glue:FuzzOurChains ./informers:FuzzSlim ./ipvs:FuzzDecode ./ipset:FuzzEntryCodec ./ipset:FuzzHeader
 fuzz_each = @for t in $(FUZZ_TARGETS); do \
 	  $(GO) test -run='^$$' -fuzz="^$${t\#*:}\$$" -fuzztime=$(1) $${t%%:*} || exit 1; done
 
