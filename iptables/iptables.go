@@ -175,6 +175,12 @@ func (f *Fake) Save() ([]byte, error) {
 	if _, err := f.ops.Begin("save"); err != nil {
 		return nil, err
 	}
+	return []byte(f.Dump()), nil
+}
+
+// Dump prints the tables as iptables-save does, without a run: no hook
+// sees it, and Saves does not count it.
+func (f *Fake) Dump() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var b strings.Builder
@@ -194,7 +200,7 @@ func (f *Fake) Save() ([]byte, error) {
 		}
 		b.WriteString("COMMIT\n")
 	}
-	return []byte(b.String()), nil
+	return b.String()
 }
 
 func isBuiltin(chain string) bool {

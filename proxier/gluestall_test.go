@@ -56,15 +56,6 @@ func lastUpdated(h *healthz.State) time.Time {
 	return rep.LastUpdated
 }
 
-func chains(t *testing.T, ipt *iptables.Fake) string {
-	t.Helper()
-	saved, err := ipt.Save()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(saved)
-}
-
 // holdRun starts a run of g's chains on another goroutine, as a drift
 // check does, and returns once it holds them; it runs on when release is
 // called, and release returns when it has ended.
@@ -142,7 +133,7 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	if p.setupStatus.Failing(setupKey) {
 		t.Fatal("the retry did not succeed")
 	}
-	if c := chains(t, ipt); !strings.Contains(c, externalRule) || !strings.Contains(c, "--match-set KUBE-EXTERNAL-IP-LOCAL") {
+	if c := ipt.Dump(); !strings.Contains(c, externalRule) || !strings.Contains(c, "--match-set KUBE-EXTERNAL-IP-LOCAL") {
 		t.Errorf("the chains did not catch up:\n%s", c)
 	}
 	if !lastUpdated(health).After(before) {
@@ -206,7 +197,7 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	if p.setupStatus.Failing(setupKey) {
 		t.Fatal("the retry did not succeed")
 	}
-	if c := chains(t, ipt); !strings.Contains(c, externalRule) {
+	if c := ipt.Dump(); !strings.Contains(c, externalRule) {
 		t.Errorf("the chains did not catch up:\n%s", c)
 	}
 }
@@ -259,13 +250,13 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Errorf("the Service waited for iptables:\n%s", d)
 	}
-	if strings.Contains(chains(t, ipt), externalRule) {
+	if strings.Contains(ipt.Dump(), externalRule) {
 		t.Error("the chains were written while another run held them")
 	}
 	release()
 	p.SyncNow()
-	if !strings.Contains(chains(t, ipt), externalRule) {
-		t.Errorf("the chains did not catch up:\n%s", chains(t, ipt))
+	if !strings.Contains(ipt.Dump(), externalRule) {
+		t.Errorf("the chains did not catch up:\n%s", ipt.Dump())
 	}
 }
 
@@ -289,8 +280,8 @@ func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the Service was not programmed:\n%s", d)
 	}
-	if !strings.Contains(chains(t, ipt), externalRule) {
-		t.Errorf("the Service's rules were not written:\n%s", chains(t, ipt))
+	if !strings.Contains(ipt.Dump(), externalRule) {
+		t.Errorf("the Service's rules were not written:\n%s", ipt.Dump())
 	}
 	if late {
 		t.Error("the Service's virtual server was programmed before its rules")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -42,7 +44,8 @@ func Load() (*Env, error) {
 	// share, where a Go binary's start-up page faults cost ~1.4 s (measured),
 	// while upstream's binary sits on a cached mount. On a node both would be
 	// in the page cache.
-	if e.Bin, err = stage(filepath.Join(wd, "bin"), "kube-ipvs-proxy", "echo"); err != nil {
+	// kube-ipvs-proxy-before is there for make bench BENCH_BEFORE=<rev>.
+	if e.Bin, err = stage(filepath.Join(wd, "bin"), "kube-ipvs-proxy", "echo", "kube-ipvs-proxy-before?"); err != nil {
 		return nil, err
 	}
 	if e.KBin, err = stage(e.KBin, "kube-proxy"); err != nil {
@@ -86,14 +89,18 @@ func (e *Env) client(who string) (*kubernetes.Clientset, error) {
 }
 
 // stage copies the named executables from dir to a fresh tmpfs directory and
-// returns it.
+// returns it; a name ending in "?" is copied if it is there.
 func stage(dir string, names ...string) (string, error) {
 	out, err := os.MkdirTemp("/run", "kip-bin-")
 	if err != nil {
 		return "", err
 	}
 	for _, n := range names {
+		n, optional := strings.CutSuffix(n, "?")
 		data, err := os.ReadFile(filepath.Join(dir, n))
+		if optional && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return "", fmt.Errorf("stage %s: %w", n, err)
 		}
