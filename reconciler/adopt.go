@@ -64,12 +64,12 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 		r.entry.take(k, struct{}{}, present)
 	}
 
-	for k := range r.draining {
+	for k := range r.draining.reals {
 		if _, ok := r.vs.have[k]; !ok {
-			delete(r.draining, k)
+			delete(r.draining.reals, k)
 		}
 	}
-	r.adopted = true
+	r.reading.adopted = true
 	return r.endRead(), err
 }
 
@@ -96,7 +96,7 @@ func (r *Reconciler) pacer(held func(time.Duration)) func() {
 		since = time.Now()
 	}
 	return func() {
-		if n++; n%r.adoptSlice != 0 {
+		if n++; n%r.reading.adoptSlice != 0 {
 			return
 		}
 		if held != nil {

@@ -43,11 +43,11 @@ func (r *Reconciler) write(first *priority) []error {
 	wg.Go(func() { entries = writeLane(r.writeEntries, entryKeys) })
 	start := time.Now()
 	vsErrs := r.syncVirtualServers(vsKeys)
-	r.applied.VirtualServers += time.Since(start)
+	r.done.Times.VirtualServers += time.Since(start)
 	wg.Wait()
-	r.ops += addrs.ops + entries.ops
-	r.applied.Addresses += addrs.took
-	r.applied.Entries += entries.took
+	r.done.Ops += addrs.ops + entries.ops
+	r.done.Times.Addresses += addrs.took
+	r.done.Times.Entries += entries.took
 	return slices.Concat(addrs.errs, entries.errs, vsErrs)
 }
 
@@ -282,7 +282,7 @@ func (r *Reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 				err = nil // the kernel holds what was asked
 			}
 			if err == nil {
-				r.ops++
+				r.done.Ops++
 				r.vs.wrote(k)
 				r.believe(op)
 				r.opOK(op)
@@ -347,14 +347,14 @@ func (r *Reconciler) syncVirtualServers(dirty keys[ipvs.Key]) []error {
 // server went, once IPVS no longer sends to it. A failure is reported and
 // not retried: such entries also end by timing out.
 func (r *Reconciler) clearStaleFlows() {
-	if len(r.staleFlows) == 0 || r.conntrack == nil {
-		r.staleFlows = nil
+	if len(r.flows.pending) == 0 || r.flows.conntrack == nil {
+		r.flows.pending = nil
 		return
 	}
 	// One pass over each family's table, for its flows alone.
 	for _, fam := range desired.Families {
 		var stale []conntrack.Stale
-		for _, s := range r.staleFlows {
+		for _, s := range r.flows.pending {
 			if fam.Holds(s.VIP.Addr()) {
 				stale = append(stale, s)
 			}
@@ -362,13 +362,13 @@ func (r *Reconciler) clearStaleFlows() {
 		if len(stale) == 0 {
 			continue
 		}
-		n, err := r.conntrack.Clear(stale)
-		r.conntrackCleared[fam] += n
+		n, err := r.flows.conntrack.Clear(stale)
+		r.done.ConntrackCleared[fam] += n
 		if err != nil {
-			r.conntrackErr = fmt.Errorf("delete conntrack entries of %d %s UDP virtual servers: %w", len(stale), fam, err)
+			r.done.ConntrackErr = fmt.Errorf("delete conntrack entries of %d %s UDP virtual servers: %w", len(stale), fam, err)
 		}
 	}
-	r.staleFlows = nil
+	r.flows.pending = nil
 }
 
 // opOK and opFailed record the outcome of an IPVS write in its object's
@@ -461,10 +461,10 @@ func (r *Reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 		default:
 			r.rsStatus.ok(k, id)
 		}
-		if d := r.draining[k]; d != nil {
+		if d := r.draining.reals[k]; d != nil {
 			delete(d, id)
 			if len(d) == 0 {
-				delete(r.draining, k)
+				delete(r.draining.reals, k)
 			}
 		}
 	}
@@ -481,7 +481,7 @@ func (r *Reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 			staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(want.Reals) > 0)
 			continue
 		}
-		if !r.draining[k][id] {
+		if !r.draining.reals[k][id] {
 			// A drain would start: only what carries connections drains
 			// (see drain.go).
 			if !connsRead {
@@ -496,13 +496,13 @@ func (r *Reconciler) planVirtualServer(k ipvs.Key, ops []ipvs.Op, now time.Time)
 			cur.Weight = 0
 			rsOp(ipvs.UpdateRS, cur)
 		}
-		if r.draining[k] == nil {
-			r.draining[k] = map[netip.AddrPort]bool{}
+		if r.draining.reals[k] == nil {
+			r.draining.reals[k] = map[netip.AddrPort]bool{}
 		}
-		r.draining[k][id] = true
+		r.draining.reals[k][id] = true
 	}
 	if staleUDP {
-		r.staleFlows = append(r.staleFlows, conntrack.Stale{VIP: netip.AddrPortFrom(k.Address, k.Port), Keep: slices.Collect(maps.Keys(wantedRS))})
+		r.flows.pending = append(r.flows.pending, conntrack.Stale{VIP: netip.AddrPortFrom(k.Address, k.Port), Keep: slices.Collect(maps.Keys(wantedRS))})
 	}
 	// A real server that failed and is now neither wanted nor present
 	// needs nothing more.

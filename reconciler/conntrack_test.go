@@ -35,7 +35,7 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
 	ct := &fakeConntrack{}
-	r.conntrack = ct
+	r.flows.conntrack = ct
 	svc := testobj.Name("dns")
 
 	r.setService(svc, udpState("10.96.0.10", "10.244.0.1:5353", "10.244.0.2:5353"))
@@ -82,8 +82,8 @@ func TestRemovedUDPRealServerClearsItsFlows(t *testing.T) {
 	if err := r.takeWork().ConntrackErr; err == nil {
 		t.Error("a failed clear was not reported")
 	}
-	if len(r.staleFlows) != 0 {
-		t.Errorf("a failed clear is kept for retry: %v", r.staleFlows)
+	if len(r.flows.pending) != 0 {
+		t.Errorf("a failed clear is kept for retry: %v", r.flows.pending)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 // endDrained ends the drain of the unwanted virtual servers whose real
 // servers are all gone, so that the next apply deletes them.
 func (r *Reconciler) endDrained() {
-	for k := range r.drainingVS {
+	for k := range r.draining.servers {
 		if h, ok := r.vs.have[k]; !ok || h.reals.len() == 0 {
 			r.endDrain(k)
 		}
@@ -32,8 +32,8 @@ func connected(rs ipvs.RealServer) bool { return rs.ActiveConns+rs.InactiveConns
 // when the read fails: its real servers then drain, and the drift check
 // decides.
 func (r *Reconciler) connectionsOf(k ipvs.Key) *realSet {
-	if read, ok := r.drainRead[k]; ok {
-		delete(r.drainRead, k)
+	if read, ok := r.draining.read[k]; ok {
+		delete(r.draining.read, k)
 		return read
 	}
 	return r.readForDrain(k)
@@ -51,10 +51,10 @@ const drainReadsMax = 1024
 // with no apply writing meanwhile, or are the apply, which holds
 // writesFirst: either way the kernel is asked directly.
 func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
-	if r.drainReads >= drainReadsMax {
+	if r.draining.reads >= drainReadsMax {
 		return nil
 	}
-	r.drainReads++
+	r.draining.reads++
 	reals, err := r.ipvs.RealServers(k)
 	if err != nil {
 		return nil
@@ -68,7 +68,7 @@ func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
 // next drift check, as their counters may predate the write.
 func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 	var ops []ipvs.Op
-	for k, ids := range r.draining {
+	for k, ids := range r.draining.reals {
 		seen := v.vs[k].reals
 		if written[k] || seen == nil {
 			continue
@@ -85,7 +85,7 @@ func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 			}
 		}
 		if len(ids) == 0 {
-			delete(r.draining, k)
+			delete(r.draining.reals, k)
 		}
 	}
 	defer r.endDrained()
@@ -99,12 +99,12 @@ func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 			continue
 		}
 		r.rsStatus.ok(k, id)
-		r.ops++
+		r.done.Ops++
 		r.vs.have[k].reals.remove(id)
-		if ids := r.draining[k]; ids != nil {
+		if ids := r.draining.reals[k]; ids != nil {
 			delete(ids, id)
 			if len(ids) == 0 {
-				delete(r.draining, k)
+				delete(r.draining.reals, k)
 			}
 		}
 	}

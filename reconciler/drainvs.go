@@ -39,7 +39,7 @@ func vipEntry(k ipvs.Key) desired.SetEntry {
 // which the apply that follows uses too. setService calls it for each
 // virtual server a Service lets go.
 func (r *Reconciler) startDrain(k ipvs.Key) {
-	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.drainingVS[k] {
+	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.draining.servers[k] {
 		return
 	}
 	if h, ok := r.vs.have[k]; !ok || h.reals.len() == 0 {
@@ -53,12 +53,12 @@ func (r *Reconciler) startDrain(k ipvs.Key) {
 		if !slices.ContainsFunc(read.members(), connected) {
 			return
 		}
-		if r.drainRead == nil {
-			r.drainRead = map[ipvs.Key]*realSet{}
+		if r.draining.read == nil {
+			r.draining.read = map[ipvs.Key]*realSet{}
 		}
-		r.drainRead[k] = read
+		r.draining.read[k] = read
 	}
-	r.drainingVS[k] = true
+	r.draining.servers[k] = true
 	owner := drainOwner(k)
 	r.addr.update(k.Address, owner, struct{}{})
 	r.wantEntry(vipEntry(k), owner)
@@ -67,10 +67,10 @@ func (r *Reconciler) startDrain(k ipvs.Key) {
 // endDrain lets k's address go and marks k dirty: wanted again, it is
 // programmed as such; still unwanted, the next apply deletes it.
 func (r *Reconciler) endDrain(k ipvs.Key) {
-	if !r.drainingVS[k] {
+	if !r.draining.servers[k] {
 		return
 	}
-	delete(r.drainingVS, k)
+	delete(r.draining.servers, k)
 	owner := drainOwner(k)
 	r.addr.delete(k.Address, owner)
 	r.unwantEntry(vipEntry(k), owner)
@@ -80,14 +80,14 @@ func (r *Reconciler) endDrain(k ipvs.Key) {
 // drainsWhole says whether apply keeps unwanted virtual server k, held as
 // have, for its real servers to drain.
 func (r *Reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
-	return r.drainingVS[k] && have.reals.len() > 0
+	return r.draining.servers[k] && have.reals.len() > 0
 }
 
 // wantEntry and unwantEntry record that owner wants set entry e, or no
 // longer does, keeping each set's count of wanted entries.
 func (r *Reconciler) wantEntry(e desired.SetEntry, owner types.NamespacedName) {
 	if _, already := r.entry.want.get(e); !already {
-		r.wantedCount[e.Set]++
+		r.setUse.wanted[e.Set]++
 	}
 	r.entry.update(e, owner, struct{}{})
 }
@@ -96,7 +96,7 @@ func (r *Reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName)
 	_, had := r.entry.want.get(e)
 	r.entry.delete(e, owner)
 	if _, still := r.entry.want.get(e); had && !still {
-		r.wantedCount[e.Set]--
+		r.setUse.wanted[e.Set]--
 	}
 }
 
@@ -104,4 +104,4 @@ func (r *Reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName)
 // applies: a virtual server they did not plan (its retry not due, or not
 // among the first Services) reads afresh when it is planned. The next sync
 // has a fresh budget of reads.
-func (r *Reconciler) forgetDrainRead() { r.drainRead, r.drainReads = nil, 0 }
+func (r *Reconciler) forgetDrainRead() { r.draining.read, r.draining.reads = nil, 0 }

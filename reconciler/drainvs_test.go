@@ -73,8 +73,8 @@ func TestDeletedServiceDrains(t *testing.T) {
 		"delete-vs 10.96.0.1:80/TCP")
 	mustRefresh(t, r)
 	fakekernel.ExpectOps(t, k)
-	if len(r.drainingVS) != 0 || k.Links.Dump() != "10.96.0.4" {
-		t.Errorf("left draining %v, addresses %q", r.drainingVS, k.Links.Dump())
+	if len(r.draining.servers) != 0 || k.Links.Dump() != "10.96.0.4" {
+		t.Errorf("left draining %v, addresses %q", r.draining.servers, k.Links.Dump())
 	}
 }
 

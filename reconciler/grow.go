@@ -19,15 +19,15 @@ import (
 // it is believed to hold. It runs in the entries lane, which alone touches
 // sets and capacity.
 func (r *Reconciler) ensureCapacity(set string, more int) error {
-	capacity, known := r.capacity[set]
+	capacity, known := r.setUse.capacity[set]
 	if !known {
 		c, err := r.sets.Capacity(set)
 		if err != nil {
 			return err
 		}
-		capacity, r.capacity[set] = c, c
+		capacity, r.setUse.capacity[set] = c, c
 	}
-	need := r.entryCount[set] + more
+	need := r.setUse.entries[set] + more
 	if need <= capacity {
 		return nil
 	}
@@ -39,8 +39,8 @@ func (r *Reconciler) ensureCapacity(set string, more int) error {
 	if err := r.sets.Grow(def, uint32(size)); err != nil {
 		return err
 	}
-	r.capacity[set] = size
-	r.grown = append(r.grown, fmt.Sprintf("%s to %d", set, size))
+	r.setUse.capacity[set] = size
+	r.done.Grown = append(r.done.Grown, fmt.Sprintf("%s to %d", set, size))
 	return nil
 }
 

@@ -40,16 +40,16 @@ func (r *Reconciler) beginRead() {
 	r.vs.beginRead()
 	r.addr.beginRead()
 	r.entry.beginRead()
-	r.plan = dumpPlan{}
+	r.reading.plan = dumpPlan{}
 	n := len(r.vs.have)
-	if !r.adopted || n <= r.dumpsMax {
+	if !r.reading.adopted || n <= r.reading.dumpsMax {
 		return
 	}
-	r.plan = dumpPlan{seed: r.seed, shares: (n + r.dumpsMax - 1) / r.dumpsMax, always: map[ipvs.Key]bool{}}
-	r.plan.share = r.rounds % r.plan.shares
-	r.rounds++
-	for k := range r.draining {
-		r.plan.always[k] = true
+	r.reading.plan = dumpPlan{seed: r.reading.seed, shares: (n + r.reading.dumpsMax - 1) / r.reading.dumpsMax, always: map[ipvs.Key]bool{}}
+	r.reading.plan.share = r.reading.rounds % r.reading.plan.shares
+	r.reading.rounds++
+	for k := range r.draining.reals {
+		r.reading.plan.always[k] = true
 	}
 }
 
@@ -59,15 +59,15 @@ func (r *Reconciler) beginRead() {
 // r.mu a slice at a time, like adopt; keys written meanwhile are marked
 // written, and adopt leaves them alone.
 func (r *Reconciler) planShare() {
-	if r.plan.shares <= 1 || r.plan.share == 0 {
+	if r.reading.plan.shares <= 1 || r.reading.plan.share == 0 {
 		return
 	}
-	r.plan.believed = map[ipvs.Key]shareVS{}
+	r.reading.plan.believed = map[ipvs.Key]shareVS{}
 	pause := r.pacer(nil)
 	for k, h := range r.vs.have {
 		pause()
-		if r.plan.covers(k) {
-			r.plan.believed[k] = shareVS{vs: h.vs, reals: h.reals.len() > 0}
+		if r.reading.plan.covers(k) {
+			r.reading.plan.believed[k] = shareVS{vs: h.vs, reals: h.reals.len() > 0}
 		}
 	}
 }
@@ -128,7 +128,7 @@ func (r *Reconciler) readKernel() (*kernelView, error) {
 	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[desired.SetEntry]struct{}{}}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
-	if r.plan.believed != nil {
+	if r.reading.plan.believed != nil {
 		if err := r.readShare(v); err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func (r *Reconciler) readKernel() (*kernelView, error) {
 	for _, vs := range list {
 		reals, ok := table[vs.Key]
 		if !ok {
-			if table == nil && !r.plan.covers(vs.Key) {
+			if table == nil && !r.reading.plan.covers(vs.Key) {
 				v.vs[vs.Key] = heldVS{vs: vs}
 				continue
 			}
@@ -186,8 +186,8 @@ func (r *Reconciler) getVirtualServer(k ipvs.Key) (ipvs.VirtualServer, bool, err
 // a request for the virtual server itself where an empty answer is what
 // the belief expects, to tell the two apart.
 func (r *Reconciler) readShare(v *kernelView) error {
-	v.only = r.plan.believed
-	for k, b := range r.plan.believed {
+	v.only = r.reading.plan.believed
+	for k, b := range r.reading.plan.believed {
 		reals, err := r.dumpRealServers(k)
 		if err != nil {
 			return err
@@ -225,10 +225,10 @@ func (r *Reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 		}
 	}
 	for _, name := range r.setNames {
-		if r.plan.believed != nil {
+		if r.reading.plan.believed != nil {
 			r.mu.Lock()
 			n, err := r.sets.Count(name)
-			believed := r.entryCount[name]
+			believed := r.setUse.entries[name]
 			r.mu.Unlock()
 			if err != nil {
 				return nil, err

@@ -63,7 +63,7 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
 	c := dumpsOnly(k)
-	r.dumpsMax = 2
+	r.reading.dumpsMax = 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -116,7 +116,7 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
 	d := dumpsOnly(k)
-	r.dumpsMax = 2
+	r.reading.dumpsMax = 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -184,7 +184,7 @@ func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Co
 	r := testReconciler(k)
 	c := &oplog.Counter{}
 	k.Sets.SetHook(c.Hook)
-	r.dumpsMax = 2
+	r.reading.dumpsMax = 2
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
 		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
@@ -243,8 +243,8 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	k, r, c := sixCountedServices(t)
 	mustRefresh(t, r)
-	shares := (len(r.vs.have) + r.dumpsMax - 1) / r.dumpsMax
-	for r.rounds%shares == 0 { // the next check is not a listing one
+	shares := (len(r.vs.have) + r.reading.dumpsMax - 1) / r.reading.dumpsMax
+	for r.reading.rounds%shares == 0 { // the next check is not a listing one
 		mustRefresh(t, r)
 	}
 	c.Reset()
@@ -354,7 +354,7 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	r.adoptSlice, r.dumpsMax = 2, 8
+	r.reading.adoptSlice, r.reading.dumpsMax = 2, 8
 	final := map[int]desired.State{}
 	for i := 1; i <= 40; i++ {
 		final[i] = numbered(i, 2)
@@ -390,7 +390,7 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 		}
 		mustApply(t, r)
 	}
-	shares := (len(r.vs.have) + r.dumpsMax - 1) / r.dumpsMax
+	shares := (len(r.vs.have) + r.reading.dumpsMax - 1) / r.reading.dumpsMax
 	for range shares { // drains what the last changes left at weight 0
 		mustRefresh(t, r)
 	}
@@ -437,8 +437,8 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 	if waited.Load() {
 		t.Error("addresses were written before any virtual server, not beside them")
 	}
-	if r.ops != 10 {
-		t.Errorf("counted %d kernel writes, want 10 (2 addresses, 2 virtual servers, 2 real servers, 4 entries)", r.ops)
+	if r.done.Ops != 10 {
+		t.Errorf("counted %d kernel writes, want 10 (2 addresses, 2 virtual servers, 2 real servers, 4 entries)", r.done.Ops)
 	}
 	fakekernel.ExpectOps(t, k,
 		"add-addr 10.96.0.1", "add-addr 10.96.0.2",

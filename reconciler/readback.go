@@ -101,7 +101,7 @@ func (r *Reconciler) takeReadBack(k ipvs.Key, rb *vsReadBack) {
 	switch {
 	case rb.vsRead && !rb.present:
 		r.vs.forget(k)
-		delete(r.draining, k)
+		delete(r.draining.reals, k)
 		return
 	case rb.vsRead:
 		h.vs = rb.vs

@@ -48,49 +48,16 @@ type Reconciler struct {
 	entry table[desired.SetEntry, struct{}, struct{}]
 	// rsStatus holds the failed real servers, members of vs's rows.
 	rsStatus realServerStatus
-	// entryCount is how many entries each set is believed to hold, which a
-	// drift check compares with the kernel's count (see dumpPlan).
-	entryCount map[string]int
-	// wantedCount is how many entries each set is wanted to hold.
-	wantedCount map[string]int
-	// capacity is each set's maxelem, as read or grown; grown lists the
-	// sets grown since the last takeWork (see grow.go).
-	capacity map[string]int
-	grown    []string
-	now      func() time.Time
-
-	// draining holds removed TCP real servers kept at weight 0 until their
-	// connections end (graceful termination).
-	draining map[ipvs.Key]map[netip.AddrPort]bool
-	// drainingVS are the TCP virtual servers no Service wants that are
-	// kept while their real servers drain (see drainvs.go).
-	drainingVS map[ipvs.Key]bool
-	// drainRead holds the real servers, with their connection counts, that
-	// startDrain read of a virtual server, for the apply that follows
-	// (see connectionsOf).
-	drainRead map[ipvs.Key]*realSet
-	// drainReads counts the dumps made for drains this sync (drainReadsMax).
-	drainReads int
-
-	// conntrack deletes the entries of UDP flows to removed real servers;
-	// staleFlows are those an apply found, conntrackCleared and
-	// conntrackErr what deleting them did since the last takeWork.
-	conntrack        conntrack.Interface
-	staleFlows       []conntrack.Stale
-	conntrackCleared [len(desired.Families)]int // by family
-	conntrackErr     error
-
-	// adoptSlice is how many keys adopt compares between pauses.
-	adoptSlice int
-	// dumpsMax is the most virtual servers whose real servers one drift
-	// check dumps (realServerDumpsMax; tests lower it). plan is the
-	// current read's share of them, rounds counts the reads that took a
-	// share, and adopted says whether any read has been adopted yet.
-	dumpsMax int
-	plan     dumpPlan
-	rounds   int
-	adopted  bool
-	seed     maphash.Seed
+	// setUse is what the reconciler knows of its sets' sizes.
+	setUse setUse
+	now    func() time.Time
+	// draining is what drains: real servers and virtual servers kept
+	// while their connections end.
+	draining drainState
+	// flows are the stale UDP flows to delete from conntrack.
+	flows staleFlows
+	// reading plans the drift checks' reads.
+	reading readPlan
 
 	// writesFirst gives a sync's writes priority over a drift check's
 	// per-virtual-server requests: apply holds it while it writes, and the
@@ -102,10 +69,57 @@ type Reconciler struct {
 	// holding writes off for a whole listing cost a sync 3 s.
 	writesFirst sync.RWMutex
 
-	// ops counts kernel writes and applied adds up how long applies spent
-	// on each kind, since the last takeWork.
-	ops     int
-	applied ApplyTimes
+	// done is what was written since the last takeWork.
+	done Work
+}
+
+// setUse is what the reconciler knows of its sets' sizes.
+type setUse struct {
+	// entries is how many entries each set is believed to hold, which a
+	// drift check compares with the kernel's count (see dumpPlan).
+	entries map[string]int
+	// wanted is how many entries each set is wanted to hold.
+	wanted map[string]int
+	// capacity is each set's maxelem, as read or grown (see grow.go).
+	capacity map[string]int
+}
+
+// drainState is what drains (drain.go, drainvs.go).
+type drainState struct {
+	// reals are the removed TCP real servers kept at weight 0 until
+	// their connections end (graceful termination).
+	reals map[ipvs.Key]map[netip.AddrPort]bool
+	// servers are the TCP virtual servers no Service wants that are
+	// kept while their real servers drain.
+	servers map[ipvs.Key]bool
+	// read holds the real servers, with their connection counts, that
+	// startDrain read of a virtual server, for the apply that follows
+	// (see connectionsOf); reads counts those dumps this sync
+	// (drainReadsMax).
+	read  map[ipvs.Key]*realSet
+	reads int
+}
+
+// staleFlows are the conntrack entries of UDP flows to removed real
+// servers: pending are those an apply found, which conntrack deletes.
+type staleFlows struct {
+	conntrack conntrack.Interface
+	pending   []conntrack.Stale
+}
+
+// readPlan is how the drift checks read a large kernel (read.go).
+type readPlan struct {
+	// adoptSlice is how many keys adopt compares between pauses.
+	adoptSlice int
+	// dumpsMax is the most virtual servers whose real servers one drift
+	// check dumps (realServerDumpsMax; tests lower it). plan is the
+	// current read's share of them, rounds counts the reads that took a
+	// share, and adopted says whether any read has been adopted yet.
+	dumpsMax int
+	plan     dumpPlan
+	rounds   int
+	adopted  bool
+	seed     maphash.Seed
 }
 
 // Work is what the reconciler wrote since the last takeWork, for metrics
@@ -122,8 +136,8 @@ type Work struct {
 }
 
 func (r *Reconciler) takeWork() Work {
-	w := Work{r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown}
-	r.ops, r.applied, r.conntrackCleared, r.conntrackErr, r.grown = 0, ApplyTimes{}, [len(desired.Families)]int{}, nil, nil
+	w := r.done
+	r.done = Work{}
 	return w
 }
 
@@ -181,24 +195,19 @@ func New(k Kernel, o Options) *Reconciler {
 		now = time.Now
 	}
 	r := &Reconciler{
-		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, conntrack: k.Conntrack, setNames: o.SetNames, excluded: excluded,
-		byService:   map[types.NamespacedName]desired.State{},
-		vs:          newTable[ipvs.Key, desired.VirtualServer, heldVS](KindVirtualServer, retryMax),
-		addr:        newTable[netip.Addr, struct{}, struct{}](KindAddress, retryMax),
-		entry:       newTable[desired.SetEntry, struct{}, struct{}](KindSetEntry, retryMax),
-		rsStatus:    realServerStatus{byVS: map[ipvs.Key]*StatusTable[netip.AddrPort]{}, max: retryMax},
-		entryCount:  map[string]int{},
-		wantedCount: map[string]int{},
-		draining:    map[ipvs.Key]map[netip.AddrPort]bool{},
-		drainingVS:  map[ipvs.Key]bool{},
-		capacity:    map[string]int{},
-		now:         now,
+		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, flows: staleFlows{conntrack: k.Conntrack}, setNames: o.SetNames, excluded: excluded,
+		byService: map[types.NamespacedName]desired.State{},
+		vs:        newTable[ipvs.Key, desired.VirtualServer, heldVS](KindVirtualServer, retryMax),
+		addr:      newTable[netip.Addr, struct{}, struct{}](KindAddress, retryMax),
+		entry:     newTable[desired.SetEntry, struct{}, struct{}](KindSetEntry, retryMax),
+		rsStatus:  realServerStatus{byVS: map[ipvs.Key]*StatusTable[netip.AddrPort]{}, max: retryMax},
+		setUse:    setUse{entries: map[string]int{}, wanted: map[string]int{}, capacity: map[string]int{}},
+		draining:  drainState{reals: map[ipvs.Key]map[netip.AddrPort]bool{}, servers: map[ipvs.Key]bool{}},
+		now:       now,
 
-		adoptSlice: 250,
-		dumpsMax:   realServerDumpsMax,
-		seed:       maphash.MakeSeed(),
+		reading: readPlan{adoptSlice: 250, dumpsMax: realServerDumpsMax, seed: maphash.MakeSeed()},
 	}
-	r.entry.counted = func(e desired.SetEntry, delta int) { r.entryCount[e.Set] += delta }
+	r.entry.counted = func(e desired.SetEntry, delta int) { r.setUse.entries[e.Set] += delta }
 	r.drift.r = r
 	return r
 }
@@ -219,7 +228,7 @@ func (r *Reconciler) Record(changes []Change) map[string]bool {
 	}
 	inUse := make(map[string]bool, len(r.setNames))
 	for _, s := range r.setNames {
-		if r.wantedCount[s] > 0 {
+		if r.setUse.wanted[s] > 0 {
 			inUse[s] = true
 		}
 	}
@@ -338,7 +347,7 @@ func (r *Reconciler) believe(op ipvs.Op) {
 		r.vs.believe(k, h)
 	case ipvs.DeleteVS:
 		r.vs.forget(k)
-		delete(r.draining, k)
+		delete(r.draining.reals, k)
 	case ipvs.AddRS, ipvs.UpdateRS:
 		h, ok := r.vs.have[k]
 		if !ok {

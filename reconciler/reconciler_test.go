@@ -168,8 +168,8 @@ func TestReconcilerGracefulTermination(t *testing.T) {
 	r.setService(testobj.Name("a"), state("10.96.0.1", 80))
 	mustApply(t, r)
 	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
-	if len(r.draining) != 0 {
-		t.Errorf("left draining: %v", r.draining)
+	if len(r.draining.reals) != 0 {
+		t.Errorf("left draining: %v", r.draining.reals)
 	}
 }
 
@@ -351,7 +351,7 @@ func TestOwnersKeepAnObjectUntilItsLastOwner(t *testing.T) {
 func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	r.adoptSlice = 1
+	r.reading.adoptSlice = 1
 	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	r.setService(testobj.Name("d"), state("10.96.0.4", 80, "10.244.0.5:8080"))
@@ -415,7 +415,7 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	r.adoptSlice = 2
+	r.reading.adoptSlice = 2
 	final := map[int]desired.State{}
 	for i := 1; i <= 50; i++ {
 		final[i] = numbered(i, 2)
