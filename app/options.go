@@ -135,7 +135,7 @@ func (o *Options) readProxier(r *reader) {
 	if mode := c.String("proxy-mode"); mode != "ipvs" {
 		r.fail("proxy-mode", "%q is not supported: kube-ipvs-proxy only implements 'ipvs'", mode)
 	}
-	cfg.Desired.Scheduler = cmp.Or(c.String("ipvs-scheduler"), "rr")
+	cfg.Desired.Scheduler = cmp.Or(c.String("ipvs-scheduler"), desired.DefaultScheduler)
 	if !slices.Contains(desired.Schedulers, cfg.Desired.Scheduler) {
 		r.fail("ipvs-scheduler", "%q: unknown scheduler (one of %s)", cfg.Desired.Scheduler, strings.Join(desired.Schedulers, ", "))
 	}

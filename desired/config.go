@@ -3,7 +3,7 @@ package desired
 // Config is what Compute needs besides the API objects and the node.
 type Config struct {
 	NodeName  string
-	Scheduler string // --ipvs-scheduler: the default scheduler
+	Scheduler string // --ipvs-scheduler: Services' scheduler; empty is DefaultScheduler
 	// IPv6Capable says the node has IPv6: IPv6 Services are programmed.
 	// Without it they are skipped, each with a problem.
 	IPv6Capable bool
@@ -12,6 +12,9 @@ type Config struct {
 	// gate off: trafficDistribution PreferSameNode falls back to the zone.
 	IgnoreNodeHints bool
 }
+
+// DefaultScheduler is kube-proxy's --ipvs-scheduler default: round robin.
+const DefaultScheduler = "rr"
 
 // Schedulers are the IPVS schedulers kube-proxy accepts, for
 // --ipvs-scheduler and SchedulerAnnotation.

@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -98,7 +99,7 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 	if len(clusterIPs) == 0 {
 		return st, problems
 	}
-	scheduler, problem := schedulerOf(svc, cfg.Scheduler)
+	scheduler, problem := schedulerOf(svc, cmp.Or(cfg.Scheduler, DefaultScheduler))
 	if problem != "" {
 		problems = append(problems, problem)
 	}

@@ -13,6 +13,6 @@
 // reconciler's outcome.
 //
 // A kernel object the kernel refuses is retried alone with backoff (see
-// reconciler.StatusTable); it never fails the sync or the health check.
+// status.Table); it never fails the sync or the health check.
 // Nothing here talks to the apiserver except through the events recorder.
 package proxier

@@ -23,6 +23,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/nodeaddrs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
 )
 
@@ -102,7 +103,7 @@ type Proxier struct {
 	failures int
 	// setupStatus is the status of setupKernel's work, retried like a
 	// kernel object; its one key is setupKey.
-	setupStatus reconciler.StatusTable[string]
+	setupStatus status.Table[string]
 	// setupRetry delivers the outcome of a setup retry running on its own
 	// goroutine (retrySetup); nil when none runs. setupMu makes setups
 	// one at a time.
@@ -146,9 +147,6 @@ type Proxier struct {
 
 // New builds a proxier; nothing touches the kernel before Run.
 func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metrics.Metrics, events EventRecorder) *Proxier {
-	if cfg.Desired.Scheduler == "" {
-		cfg.Desired.Scheduler = "rr"
-	}
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events, now: time.Now,
 		problems:        map[types.NamespacedName]string{},
@@ -159,7 +157,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		healthChecks:    map[types.NamespacedName]svchealth.Service{},
 		healthFailed:    map[types.NamespacedName]bool{},
 		svcHealth:       svchealth.New(func() bool { ok, _ := health.Healthy(); return ok }),
-		setupStatus:     reconciler.NewStatusTable[string](reconciler.KindSetup, cmp.Or(cfg.SyncPeriod, reconciler.DefaultRetryMax)),
+		setupStatus:     status.NewTable[string](status.KindSetup, cmp.Or(cfg.SyncPeriod, reconciler.DefaultRetryMax)),
 	}
 	var names []string
 	for _, s := range p.sets() {
@@ -236,7 +234,7 @@ func (p *Proxier) SyncNow() { p.syncOnce(true) }
 // syncOnce reports whether it applied changes (see runner).
 //
 // A kernel object that fails to be written does not fail the sync: it is
-// retried alone (see statusTable) and reported by reportObjects. A sync
+// retried alone (see status.Table) and reported by reportObjects. A sync
 // fails only when it cannot write at all: the first sync, when the kernel
 // cannot be read. That, and only that, keeps health from being updated.
 func (p *Proxier) syncOnce(inline bool) (applied bool) {
@@ -311,7 +309,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.ConntrackErr))
 	}
 	failed := p.reportObjects(out)
-	retry := reconciler.Earliest(out.RetryAt, p.setupStatus.NextRetry())
+	retry := status.Earliest(out.RetryAt, p.setupStatus.NextRetry())
 	if err != nil {
 		// The drift check is retried after a backoff; the changes were
 		// applied all the same, except at the first sync, which wrote
@@ -522,7 +520,7 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 	p.setUp = p.programCritical(inputs, p.setUp)
 	out := p.rec.Outcome()
 	p.reportObjects(out)
-	if retry := reconciler.Earliest(out.RetryAt, p.setupStatus.NextRetry()); !retry.IsZero() {
+	if retry := status.Earliest(out.RetryAt, p.setupStatus.NextRetry()); !retry.IsZero() {
 		p.runner.RetryAt(retry)
 	}
 	return true

@@ -346,7 +346,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	// The kernel cannot be read: the first sync fails, twice. (A refused
-	// write no longer fails a sync: see statusTable.)
+	// write no longer fails a sync: see status.Table.)
 	k.IPVS.SetHook(oplog.FailWith(errors.New("netlink receive: no buffer space available"), "list-", "get-", "read-"))
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(web)

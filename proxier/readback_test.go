@@ -14,7 +14,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
 // addWeb feeds p Service ns/<name> (vip:80 → ips:8080) and syncs.
@@ -110,7 +110,7 @@ func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
 	if r := refusals(ev); len(r) != 0 {
 		t.Fatalf("an add that found what it asked for was reported: %q", r)
 	}
-	if n := failedObjects(t, p, string(reconciler.KindVirtualServer)) + failedObjects(t, p, string(reconciler.KindRealServer)); n != 0 {
+	if n := failedObjects(t, p, string(status.KindVirtualServer)) + failedObjects(t, p, string(status.KindRealServer)); n != 0 {
 		t.Fatalf("%v failed IPVS objects, want none", n)
 	}
 
@@ -123,7 +123,7 @@ func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
 	p.SyncNow()
 	// Its real server went in beside the failed add; the read took it.
 	fakekernel.ExpectOps(t, k, "update-vs 10.96.0.13:80/TCP")
-	if n := failedObjects(t, p, string(reconciler.KindVirtualServer)); n != 0 {
+	if n := failedObjects(t, p, string(status.KindVirtualServer)); n != 0 {
 		t.Fatalf("%v failed virtual servers after the update, want none", n)
 	}
 }
@@ -135,7 +135,7 @@ func expectNoRefusal(t *testing.T, p *Proxier, ev *recordedEvents, writes string
 	if r := refusals(ev); len(r) != 0 {
 		t.Errorf("false refusals of %s: %q", writes, r)
 	}
-	for _, kind := range reconciler.Kinds {
+	for _, kind := range status.Kinds {
 		if n := failedObjects(t, p, string(kind)); n != 0 {
 			t.Errorf("%v failed %s objects after the %s, want none", n, kind, writes)
 		}

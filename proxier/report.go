@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
 // What one sync tells the operator of its objects at most, in log lines and
@@ -73,8 +74,8 @@ func (p *Proxier) reportObjects(out reconciler.Outcome) int {
 	}
 	total := 0
 	counts := out.Failed
-	counts[reconciler.KindSetup] = p.setupStatus.Count()
-	for _, kind := range reconciler.Kinds {
+	counts[status.KindSetup] = p.setupStatus.Count()
+	for _, kind := range status.Kinds {
 		p.metrics.FailedObjects.WithLabelValues(string(kind)).Set(float64(counts[kind]))
 		total += counts[kind]
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
 // twoWebServices feeds p Service ns/web (10.96.0.10:80 → 10.244.0.1 and
@@ -44,9 +44,9 @@ func twoWebServices(p *Proxier) {
 }
 
 // failedAttempts is how often the one failed object of a kind was tried.
-func failedAttempts(t *testing.T, p *Proxier, kind reconciler.Kind) int {
+func failedAttempts(t *testing.T, p *Proxier, kind status.Kind) int {
 	t.Helper()
-	var all []reconciler.FailedObject
+	var all []status.Object
 	for _, f := range p.rec.Failed() {
 		if f.Kind == kind {
 			all = append(all, f)
@@ -63,13 +63,13 @@ func failedAttempts(t *testing.T, p *Proxier, kind reconciler.Kind) int {
 // stays 200, and once the kernel takes it the status, gauge and log recover.
 func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 	cases := []struct {
-		kind    reconciler.Kind
+		kind    status.Kind
 		refuse  string // the fake's op
 		missing string // its line in kernelLines
 	}{
-		{reconciler.KindRealServer, "add-rs 10.96.0.10:80/TCP 10.244.0.2:8080", "-a 10.96.0.10:80/TCP -r 10.244.0.2:8080 -w 1"},
-		{reconciler.KindAddress, "add-addr 10.96.0.10", "10.96.0.10"},
-		{reconciler.KindSetEntry, "add-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80"},
+		{status.KindRealServer, "add-rs 10.96.0.10:80/TCP 10.244.0.2:8080", "-a 10.96.0.10:80/TCP -r 10.244.0.2:8080 -w 1"},
+		{status.KindAddress, "add-addr 10.96.0.10", "10.96.0.10"},
+		{status.KindSetEntry, "add-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80"},
 	}
 	// What the kernel holds when nothing is refused.
 	healthyProxier, healthyKernel, _, _ := newTestProxier(t)

@@ -13,6 +13,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
 // Reconciler keeps the kernel equal to the desired state. It remembers what
@@ -197,10 +198,10 @@ func New(k Kernel, o Options) *Reconciler {
 	r := &Reconciler{
 		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, flows: staleFlows{conntrack: k.Conntrack}, setNames: o.SetNames, excluded: excluded,
 		byService: map[types.NamespacedName]desired.State{},
-		vs:        newTable[ipvs.Key, desired.VirtualServer, heldVS](KindVirtualServer, retryMax),
-		addr:      newTable[netip.Addr, struct{}, struct{}](KindAddress, retryMax),
-		entry:     newTable[desired.SetEntry, struct{}, struct{}](KindSetEntry, retryMax),
-		rsStatus:  realServerStatus{byVS: map[ipvs.Key]*StatusTable[netip.AddrPort]{}, max: retryMax},
+		vs:        newTable[ipvs.Key, desired.VirtualServer, heldVS](status.KindVirtualServer, retryMax),
+		addr:      newTable[netip.Addr, struct{}, struct{}](status.KindAddress, retryMax),
+		entry:     newTable[desired.SetEntry, struct{}, struct{}](status.KindSetEntry, retryMax),
+		rsStatus:  realServerStatus{byVS: map[ipvs.Key]*status.Table[netip.AddrPort]{}, max: retryMax},
 		setUse:    setUse{entries: map[string]int{}, wanted: map[string]int{}, capacity: map[string]int{}},
 		draining:  drainState{reals: map[ipvs.Key]map[netip.AddrPort]bool{}, servers: map[ipvs.Key]bool{}},
 		now:       now,
@@ -271,8 +272,8 @@ func (r *Reconciler) ProgramFirst(names []types.NamespacedName) (int, []error, e
 // metrics, logs and the retry timer.
 type Outcome struct {
 	Work
-	Reports []Report
-	Failed  map[Kind]int
+	Reports []status.Report
+	Failed  map[status.Kind]int
 	RetryAt time.Time // the earliest failed object's retry; zero if none
 }
 
@@ -329,37 +330,5 @@ func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 func (r *Reconciler) retryRealServersNow(k ipvs.Key) {
 	if t := r.rsStatus.of(k); t != nil {
 		t.RetryAllNow()
-	}
-}
-
-// believe records a write the kernel accepted.
-func (r *Reconciler) believe(op ipvs.Op) {
-	k := op.VS.Key
-	switch op.Kind {
-	case ipvs.AddVS:
-		// Sized for the real servers to come: grown by append, a set of
-		// ten would hold room for sixteen, at every virtual server.
-		want, _ := r.vs.want.get(k)
-		r.vs.believe(k, heldVS{op.VS, newRealSet(make([]ipvs.RealServer, 0, len(want.Reals)))})
-	case ipvs.UpdateVS:
-		h := r.vs.have[k]
-		h.vs = op.VS
-		r.vs.believe(k, h)
-	case ipvs.DeleteVS:
-		r.vs.forget(k)
-		delete(r.draining.reals, k)
-	case ipvs.AddRS, ipvs.UpdateRS:
-		h, ok := r.vs.have[k]
-		if !ok {
-			return // only written with its virtual server, believed first
-		}
-		cur, ok := h.reals.get(op.RS.ID())
-		if !ok {
-			cur = op.RS
-		}
-		cur.Weight = op.RS.Weight
-		h.reals.put(cur)
-	case ipvs.DeleteRS:
-		r.vs.have[k].reals.remove(op.RS.ID())
 	}
 }

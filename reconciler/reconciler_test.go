@@ -17,6 +17,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
 func TestReconcilerAppliesOnlyTheChangedService(t *testing.T) {
@@ -101,7 +102,7 @@ func TestReconcilerRetriesFailedWrites(t *testing.T) {
 	k.Ops()
 	mustApply(t, r)
 	fakekernel.ExpectOps(t, k) // not due yet
-	clock.Advance(retryFirst)
+	clock.Advance(status.RetryFirst)
 	mustApply(t, r)
 	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 }
@@ -236,7 +237,7 @@ func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 		t.Fatal(errs)
 	}
 	fakekernel.ExpectOps(t, k)
-	clock.Advance(retryFirst)
+	clock.Advance(status.RetryFirst)
 	n, errs = r.applyFirst(critical)
 	if n != 1 || len(errs) != 0 {
 		t.Fatalf("retry = %d objects, errors %v; want the one failed virtual server", n, errs)

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"time"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -16,8 +17,9 @@ import (
 //   - drifted and take, when a drift check adopts a read of the kind
 //     (adopt.go): drifted lists the keys where the read and the belief
 //     differ, and take gives the belief the read of each, marking it dirty;
-//   - apply's pass over the dirty keys, which writes what differs in kernel
-//     batches and records each key's outcome (written, believe, status).
+//   - apply's pass over the dirty keys, which the table's kind drives
+//     (kind.go): it plans what differs, writes it in kernel batches and
+//     records each key's outcome (wrote, believe or forget, status).
 //
 // Virtual servers, addresses and ipset entries are tables. A real server is
 // a member of its virtual server's row: wanted in W, believed in H, written
@@ -26,7 +28,7 @@ type table[K comparable, W, H any] struct {
 	want   owners[K, W]
 	have   map[K]H
 	dirty  map[K]bool
-	status StatusTable[K]
+	status status.Table[K]
 	// written records the keys written while a drift check's read is in
 	// flight: for them the belief is newer than the read (nil otherwise).
 	written map[K]bool
@@ -35,10 +37,10 @@ type table[K comparable, W, H any] struct {
 	counted func(k K, delta int)
 }
 
-func newTable[K comparable, W, H any](kind Kind, retryMax time.Duration) table[K, W, H] {
+func newTable[K comparable, W, H any](kind status.Kind, retryMax time.Duration) table[K, W, H] {
 	return table[K, W, H]{
 		want: owners[K, W]{}, have: map[K]H{}, dirty: map[K]bool{},
-		status: NewStatusTable[K](kind, retryMax),
+		status: status.NewTable[K](kind, retryMax),
 	}
 }
 

@@ -1,4 +1,4 @@
-package reconciler
+package status
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 // An object made due at once (its Service changed) still asks for a run:
 // nextRetry's zero means nothing failed.
 func TestStatusDueAtOnceStillAsksForARetry(t *testing.T) {
-	s := NewStatusTable[string](KindSetup, time.Minute)
+	s := NewTable[string](KindSetup, time.Minute)
 	now := time.Now()
 	s.Fail("x", errors.New("refused"), now, types.NamespacedName{})
-	if got := s.NextRetry(); !got.Equal(now.Add(retryFirst)) {
-		t.Fatalf("next retry %v, want %v", got, now.Add(retryFirst))
+	if got := s.NextRetry(); !got.Equal(now.Add(RetryFirst)) {
+		t.Fatalf("next retry %v, want %v", got, now.Add(RetryFirst))
 	}
 	s.RetryNow("x")
 	if got := s.NextRetry(); got.IsZero() || got.After(now) || s.Waiting("x", now) {
