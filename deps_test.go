@@ -65,6 +65,7 @@ var forbidden = map[string][]string{
 	"./iptables":   {"desired", "reconciler", "proxier", "glue", "app"},
 	// The proxier is run by the command, never the reverse.
 	"./proxier": {"app"},
+	"./diff":    {"app"},
 	// Failure bookkeeping is plain data and clocks.
 	"./status": {"ipvs", "ipset", "dummyiface", "iptables", "internal", "desired", "reconciler", "proxier", "github.com/vishvananda/netlink", "k8s.io/client-go"},
 	// The chains are iptables' alone.

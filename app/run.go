@@ -36,9 +36,10 @@ import (
 // (NewOptions), then runs them (Run).
 func Command() *cli.App {
 	return &cli.App{
-		Name:  "kube-ipvs-proxy",
-		Usage: "Kubernetes service proxy on IPVS, a drop-in for kube-proxy --proxy-mode=ipvs",
-		Flags: Flags(),
+		Name:     "kube-ipvs-proxy",
+		Usage:    "Kubernetes service proxy on IPVS, a drop-in for kube-proxy --proxy-mode=ipvs",
+		Flags:    Flags(),
+		Commands: []*cli.Command{diffCommand()},
 		Action: func(c *cli.Context) error {
 			o, err := NewOptions(c)
 			if err != nil {

@@ -18,6 +18,7 @@ func TestNetlinkConforms(t *testing.T) {
 	}
 	t.Run("in its namespace", func(t *testing.T) {
 		ns.Enter(t)
+		conformance.NoLink(t, dummyiface.NewNetlink("kip-none"))
 		conformance.Links(t, dummyiface.NewNetlink("kip-links"))
 	})
 }

@@ -24,6 +24,8 @@ const DefaultLinkName = "kube-ipvs0"
 type Interface interface {
 	// EnsureLink creates the link if it is missing and leaves an existing one alone.
 	EnsureLink() error
+	// Exists says whether the link is there, for a reader that must not create it.
+	Exists() (bool, error)
 	Addresses() ([]netip.Addr, error)
 	// AddAddresses and DeleteAddresses return one result per address.
 	AddAddresses([]netip.Addr) []error
@@ -79,6 +81,14 @@ func (n *Netlink) linkLocked() (netlink.Link, error) {
 		}
 	}
 	return n.link, nil
+}
+
+func (n *Netlink) Exists() (bool, error) {
+	_, err := netlink.LinkByName(n.name)
+	if errors.As(err, new(netlink.LinkNotFoundError)) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Addresses lists the link's addresses; a missing link has none. It looks
@@ -195,6 +205,15 @@ func (f *Fake) EnsureLink() error {
 	defer f.mu.Unlock()
 	f.Exist = true
 	return nil
+}
+
+func (f *Fake) Exists() (bool, error) {
+	if _, err := f.ops.Begin("link-exists"); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Exist, nil
 }
 
 func (f *Fake) Addresses() ([]netip.Addr, error) {

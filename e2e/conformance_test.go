@@ -32,7 +32,9 @@ func TestFakesMatchTheKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 		conformance.Sets(t, s)
-		conformance.Links(t, dummyiface.NewNetlink("kip-conf0"))
+		links := dummyiface.NewNetlink("kip-conf0")
+		conformance.NoLink(t, links)
+		conformance.Links(t, links)
 		ipt, err := iptables.NewIPv4()
 		if err != nil {
 			t.Fatal(err)

@@ -36,6 +36,10 @@ type Config struct {
 	// CriticalServices are programmed before all others in a sync, so
 	// that they answer early in a long cold start.
 	CriticalServices []types.NamespacedName
+	// ServeNoHealthChecks leaves the LoadBalancers' health check node
+	// ports closed: a one-shot sync (diff) must not take them from the
+	// proxier that serves them.
+	ServeNoHealthChecks bool
 	// AfterFirstSync, if set, is called once, on a goroutine of its own,
 	// when the first sync has succeeded.
 	AfterFirstSync func()

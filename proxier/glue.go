@@ -21,7 +21,7 @@ import (
 // A port that cannot be opened is reported once, with an Event, and tried
 // again at every sync.
 func (p *Proxier) syncHealthChecks() {
-	if !p.healthDirty {
+	if !p.healthDirty || p.cfg.ServeNoHealthChecks {
 		return
 	}
 	failed := p.svcHealth.Sync(p.healthChecks)

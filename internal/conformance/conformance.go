@@ -229,12 +229,25 @@ func expectEntries(t *testing.T, s ipset.Interface, set string, want ...ipset.En
 	}
 }
 
+// NoLink checks a link no one made: it does not exist and has no address,
+// and reading it does not make it.
+func NoLink(t *testing.T, l dummyiface.Interface) {
+	t.Helper()
+	expectAddrs(t, l)
+	if ok, err := l.Exists(); ok || err != nil {
+		t.Fatalf("a link no one made exists: %v, %v", ok, err)
+	}
+}
+
 // Links checks the dummy link's addresses: adding one bound, or deleting
 // one unbound, is done already, not an error.
 func Links(t *testing.T, l dummyiface.Interface) {
 	t.Helper()
 	if err := l.EnsureLink(); err != nil {
 		t.Fatal(err)
+	}
+	if ok, err := l.Exists(); !ok || err != nil {
+		t.Fatalf("the link made does not exist: %v, %v", ok, err)
 	}
 	if err := l.EnsureLink(); err != nil {
 		t.Fatalf("a second EnsureLink: %v", err)

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/diff"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
+)
+
+// Exit codes of diff.
+const (
+	diffEqual = 0
+	diffDrift = 1
+	diffError = 2
+)
+
+// diffCommand compares the kernel with what the proxier wants, writing
+// nothing: safe on a live node. It takes the proxier's flags and --config,
+// so that it computes as the running proxier does.
+func diffCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "diff",
+		Usage: "show where the kernel differs from the desired state (read-only); exit 0 when equal, 1 on drift, 2 on error",
+		Flags: append(Flags(), &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"}),
+		Action: func(c *cli.Context) error {
+			format := c.String("output")
+			if format != "table" && format != "json" {
+				return cli.Exit(fmt.Sprintf("--output %q: one of table, json", format), diffError)
+			}
+			o, err := NewOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), diffError)
+			}
+			ctx, cancel := context.WithTimeout(c.Context, diffTimeout)
+			defer cancel()
+			rows, err := kernelDiff(ctx, o)
+			if err != nil {
+				return cli.Exit("diff: "+err.Error(), diffError)
+			}
+			if err := printDiff(c.App.Writer, format, rows); err != nil {
+				return cli.Exit(err.Error(), diffError)
+			}
+			if len(rows) > 0 {
+				return cli.Exit("", diffDrift)
+			}
+			return nil
+		},
+	}
+}
+
+// diffTimeout bounds listing the API objects and reading the kernel.
+const diffTimeout = 5 * time.Minute
+
+// kernelDiff runs one sync of a proxier on a kernel that records writes
+// instead of making them (package diff), and returns them.
+func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
+	client, err := newClient(o.Client)
+	if err != nil {
+		return nil, err
+	}
+	kernel, err := proxier.NewKernel(o.Kernel.IPv6)
+	if err != nil {
+		return nil, fmt.Errorf("open the kernel tables: %w", err)
+	}
+	k, recorded := diff.Recording(kernel)
+	cfg := o.Proxier
+	cfg.ServeNoHealthChecks = true
+	p := proxier.New(cfg, k, zap.NewNop(), healthz.New(2*cfg.SyncPeriod), metrics.New(), noEvents{})
+	h := &syncedHandlers{Proxier: p, services: make(chan struct{}), slices: make(chan struct{})}
+	if err := informers.Start(ctx, client, cfg.Desired.NodeName, o.ConfigSyncPeriod, h, h, h); err != nil {
+		return nil, err
+	}
+	for _, ch := range []chan struct{}{h.services, h.slices} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list Services, EndpointSlices and Node %s: %w", cfg.Desired.NodeName, ctx.Err())
+		}
+	}
+	p.SyncNow()
+	return recorded.Rows()
+}
+
+// syncedHandlers are the proxier's informer handlers, telling when each
+// list is complete.
+type syncedHandlers struct {
+	*proxier.Proxier
+	services, slices chan struct{}
+}
+
+func (h *syncedHandlers) OnServicesSynced() {
+	h.Proxier.OnServicesSynced()
+	close(h.services)
+}
+
+func (h *syncedHandlers) OnEndpointSlicesSynced() {
+	h.Proxier.OnEndpointSlicesSynced()
+	close(h.slices)
+}
+
+// noEvents drops the Events of a one-shot sync: the running proxier posts them.
+type noEvents struct{}
+
+func (noEvents) Eventf(_, _ runtime.Object, _, _, _, _ string, _ ...any) {}
+
+// printDiff prints rows as a table or as JSON.
+func printDiff(w io.Writer, format string, rows []diff.Row) error {
+	if format == "json" {
+		if rows == nil {
+			rows = []diff.Row{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "The kernel holds the desired state.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tCHANGE\tOBJECT\tWANT\tHAVE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Kind, r.Change, r.Object, r.Want, r.Have)
+	}
+	return tw.Flush()
+}
