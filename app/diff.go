@@ -19,11 +19,11 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
 )
 
-// Exit codes of diff.
+// Exit codes of diff and status besides 0: something found (drift, failed
+// objects), and an error.
 const (
-	diffEqual = 0
-	diffDrift = 1
-	diffError = 2
+	exitFound = 1
+	exitError = 2
 )
 
 // diffCommand compares the kernel with what the proxier wants, writing
@@ -37,23 +37,23 @@ func diffCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			format := c.String("output")
 			if format != "table" && format != "json" {
-				return cli.Exit(fmt.Sprintf("--output %q: one of table, json", format), diffError)
+				return cli.Exit(fmt.Sprintf("--output %q: one of table, json", format), exitError)
 			}
 			o, err := NewOptions(c)
 			if err != nil {
-				return cli.Exit(err.Error(), diffError)
+				return cli.Exit(err.Error(), exitError)
 			}
 			ctx, cancel := context.WithTimeout(c.Context, diffTimeout)
 			defer cancel()
 			rows, err := kernelDiff(ctx, o)
 			if err != nil {
-				return cli.Exit("diff: "+err.Error(), diffError)
+				return cli.Exit("diff: "+err.Error(), exitError)
 			}
 			if err := printDiff(c.App.Writer, format, rows); err != nil {
-				return cli.Exit(err.Error(), diffError)
+				return cli.Exit(err.Error(), exitError)
 			}
 			if len(rows) > 0 {
-				return cli.Exit("", diffDrift)
+				return cli.Exit("", exitFound)
 			}
 			return nil
 		},

@@ -40,10 +40,12 @@ type Options struct {
 	HealthzAddress, MetricsAddress string // empty: not served
 	BindAddressHardFail            bool
 	Profiling                      bool
-	ConfigSyncPeriod               time.Duration // informer resync
-	Verbosity                      int
-	LoggingFormat                  string
-	OOMScoreAdj                    int
+	// DebugStateRemote answers /debug/state to clients off the node too.
+	DebugStateRemote bool
+	ConfigSyncPeriod time.Duration // informer resync
+	Verbosity        int
+	LoggingFormat    string
+	OOMScoreAdj      int
 
 	// One-shot actions: each does its part and exits.
 	Cleanup, InitOnly bool
@@ -100,6 +102,7 @@ func NewOptions(c *cli.Context) (*Options, error) {
 		QPS: float32(c.Float64("kube-api-qps")), Burst: c.Int("kube-api-burst")}
 	o.HealthzAddress, o.MetricsAddress = c.String("healthz-bind-address"), c.String("metrics-bind-address")
 	o.BindAddressHardFail, o.Profiling = c.Bool("bind-address-hard-fail"), c.Bool("profiling")
+	o.DebugStateRemote = c.Bool("debug-state-remote")
 	if o.ConfigSyncPeriod = c.Duration("config-sync-period"); o.ConfigSyncPeriod <= 0 {
 		r.fail("config-sync-period", "%s: must be greater than 0", o.ConfigSyncPeriod)
 	}

@@ -39,7 +39,7 @@ func Command() *cli.App {
 		Name:     "kube-ipvs-proxy",
 		Usage:    "Kubernetes service proxy on IPVS, a drop-in for kube-proxy --proxy-mode=ipvs",
 		Flags:    Flags(),
-		Commands: []*cli.Command{diffCommand()},
+		Commands: []*cli.Command{diffCommand(), statusCommand()},
 		Action: func(c *cli.Context) error {
 			o, err := NewOptions(c)
 			if err != nil {
@@ -130,13 +130,12 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 
 	health := healthz.New(2 * o.Proxier.SyncPeriod)
 	m := metrics.New()
-	if err := serveHTTP(ctx, log, o, health, m); err != nil {
-		return err
-	}
-
 	cfg := o.Proxier
 	cfg.AfterFirstSync = afterFirstSync
 	p := proxier.New(cfg, kernel, log, health, m, warnings)
+	if err := serveHTTP(ctx, log, o, health, m, p); err != nil {
+		return err
+	}
 	// The critical Services' own small list and watch first: the proxier
 	// programs them from it long before the cluster-wide list completes.
 	critical := p.Critical()

@@ -47,8 +47,8 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 
 // serveHTTP starts the health server, and the metrics server with
 // /healthz, /livez, /configz and, with --profiling, pprof beside the
-// metrics, as kube-proxy serves them.
-func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz.State, m *metrics.Metrics) error {
+// metrics, as kube-proxy serves them, and /debug/state (see stateHandler).
+func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz.State, m *metrics.Metrics, p stateSource) error {
 	if err := serve(ctx, log, "healthz", o.HealthzAddress, o.BindAddressHardFail, health.Handler()); err != nil {
 		return err
 	}
@@ -60,7 +60,8 @@ func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz
 		"/configz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(configz)
-		})}
+		}),
+		"/debug/state": stateHandler(p, o.DebugStateRemote)}
 	if o.Profiling {
 		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
 		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)

@@ -17,13 +17,21 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
 
 // runDiff runs `kube-ipvs-proxy diff` with the proxier's flags and returns
 // its output and exit code.
 func runDiff(t *testing.T, extra ...string) (string, int) {
 	t.Helper()
-	args := append([]string{"diff"}, framework.OursArgs(env, proxierFlags...)...)
+	return runOurs(t, "diff", extra...)
+}
+
+// runOurs runs a command of kube-ipvs-proxy (diff, status) with the
+// proxier's flags and returns its output and exit code.
+func runOurs(t *testing.T, command string, extra ...string) (string, int) {
+	t.Helper()
+	args := append([]string{command}, framework.OursArgs(env, proxierFlags...)...)
 	cmd := exec.Command(filepath.Join(env.Bin, "kube-ipvs-proxy"), append(args, extra...)...)
 	out, err := cmd.Output()
 	var exit *exec.ExitError
@@ -113,4 +121,25 @@ func TestDiffShowsDriftUntilRepaired(t *testing.T) {
 		return nil
 	})
 	waitAnswerSet(t, client.HTTP, vip, "diff-a,diff-b", 6, 10*time.Second)
+
+	// The running proxier's view: status and /debug/state.
+	out, code = runOurs(t, "status", "--service", ns+"/web")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("status: exit %d, want 0 and one Service:\n%s", code, out)
+	}
+	for _, w := range []string{"diff/web", "10.96.61.10:80/TCP", "2/2", "rr", "ago", "-"} {
+		if !strings.Contains(lines[1], w) {
+			t.Errorf("status line %q lacks %q", lines[1], w)
+		}
+	}
+	out, code = runOurs(t, "status", "-o", "json", "--service", ns+"/web")
+	var st reconciler.State
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Services) != 1 {
+		t.Fatalf("status -o json: exit %d, %v:\n%s", code, err, out)
+	}
+	vs := st.Services[0].VirtualServers[0]
+	if !vs.Held || len(vs.Reals) != 2 || !vs.Reals[0].Held || !vs.Reals[1].Held || st.Services[0].Programmed.IsZero() {
+		t.Errorf("/debug/state of diff/web: %+v", st.Services[0])
+	}
 }

@@ -59,6 +59,8 @@ type Reconciler struct {
 	flows staleFlows
 	// reading plans the drift checks' reads.
 	reading readPlan
+	// programmed is when each Service was last fully programmed.
+	programmed programmedTimes
 
 	// writesFirst gives a sync's writes priority over a drift check's
 	// per-virtual-server requests: apply holds it while it writes, and the
@@ -197,14 +199,15 @@ func New(k Kernel, o Options) *Reconciler {
 	}
 	r := &Reconciler{
 		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, flows: staleFlows{conntrack: k.Conntrack}, setNames: o.SetNames, excluded: excluded,
-		byService: map[types.NamespacedName]desired.State{},
-		vs:        newTable[ipvs.Key, desired.VirtualServer, heldVS](status.KindVirtualServer, retryMax),
-		addr:      newTable[netip.Addr, struct{}, struct{}](status.KindAddress, retryMax),
-		entry:     newTable[desired.SetEntry, struct{}, struct{}](status.KindSetEntry, retryMax),
-		rsStatus:  realServerStatus{byVS: map[ipvs.Key]*status.Table[netip.AddrPort]{}, max: retryMax},
-		setUse:    setUse{entries: map[string]int{}, wanted: map[string]int{}, capacity: map[string]int{}},
-		draining:  drainState{reals: map[ipvs.Key]map[netip.AddrPort]bool{}, servers: map[ipvs.Key]bool{}},
-		now:       now,
+		byService:  map[types.NamespacedName]desired.State{},
+		vs:         newTable[ipvs.Key, desired.VirtualServer, heldVS](status.KindVirtualServer, retryMax),
+		addr:       newTable[netip.Addr, struct{}, struct{}](status.KindAddress, retryMax),
+		entry:      newTable[desired.SetEntry, struct{}, struct{}](status.KindSetEntry, retryMax),
+		rsStatus:   realServerStatus{byVS: map[ipvs.Key]*status.Table[netip.AddrPort]{}, max: retryMax},
+		setUse:     setUse{entries: map[string]int{}, wanted: map[string]int{}, capacity: map[string]int{}},
+		draining:   drainState{reals: map[ipvs.Key]map[netip.AddrPort]bool{}, servers: map[ipvs.Key]bool{}},
+		now:        now,
+		programmed: programmedTimes{at: map[types.NamespacedName]time.Time{}, pending: map[types.NamespacedName]bool{}},
 
 		reading: readPlan{adoptSlice: 250, dumpsMax: realServerDumpsMax, seed: maphash.MakeSeed()},
 	}
@@ -243,6 +246,7 @@ func (r *Reconciler) Sync(first []types.NamespacedName, read *CheckResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.forgetDrainRead()
+	defer r.settleProgrammed()
 	r.applyFirst(first)
 	r.apply()
 	if read != nil {
@@ -265,6 +269,7 @@ func (r *Reconciler) ProgramFirst(names []types.NamespacedName) (int, []error, e
 		return 0, nil, err
 	}
 	n, errs := r.applyFirst(names)
+	r.settleProgrammed()
 	return n, errs, nil
 }
 
@@ -319,11 +324,13 @@ func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 	for _, e := range st.Entries {
 		r.wantEntry(e, name)
 	}
-	if len(st.VirtualServers) == 0 && len(st.Addresses) == 0 && len(st.Entries) == 0 {
+	gone := len(st.VirtualServers) == 0 && len(st.Addresses) == 0 && len(st.Entries) == 0
+	if gone {
 		delete(r.byService, name)
 	} else {
 		r.byService[name] = st
 	}
+	r.programmed.changed(name, gone)
 }
 
 // retryRealServersNow makes virtual server k's failed real servers due.

@@ -76,6 +76,7 @@ func (sinkKernel) GetVirtualServer(ipvs.Key) (ipvs.VirtualServer, bool, error) {
 func (sinkKernel) RealServers(ipvs.Key) ([]ipvs.RealServer, error) { return nil, nil }
 func (sinkKernel) Write(ops []ipvs.Op) []error                     { return make([]error, len(ops)) }
 func (sinkKernel) EnsureLink() error                               { return nil }
+func (sinkKernel) Exists() (bool, error)                           { return true, nil }
 func (sinkKernel) Addresses() ([]netip.Addr, error)                { return nil, nil }
 func (sinkKernel) AddAddresses(a []netip.Addr) []error             { return make([]error, len(a)) }
 func (sinkKernel) DeleteAddresses(a []netip.Addr) []error          { return make([]error, len(a)) }

@@ -81,7 +81,11 @@ func (r *Reconciler) takeReports() []status.Report {
 func (r *Reconciler) Failed() []status.Object {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := r.vs.status.AppendFailed(nil)
+	return r.failedLocked()
+}
+
+func (r *Reconciler) failedLocked() []status.Object {
+	out := r.vs.status.AppendFailed([]status.Object{})
 	for _, t := range r.rsStatus.byVS {
 		out = t.AppendFailed(out)
 	}

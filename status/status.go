@@ -5,6 +5,7 @@
 package status
 
 import (
+	"encoding/json"
 	"fmt"
 	"iter"
 	"maps"
@@ -183,6 +184,19 @@ type Object struct {
 	Kind   Kind
 	Object string
 	Failure
+}
+
+// ObjectJSON is how an Object reads as JSON.
+type ObjectJSON struct {
+	Kind     Kind      `json:"kind"`
+	Object   string    `json:"object"`
+	Error    string    `json:"error"`
+	Attempts int       `json:"attempts"`
+	RetryAt  time.Time `json:"retryAt"`
+}
+
+func (o Object) MarshalJSON() ([]byte, error) {
+	return json.Marshal(ObjectJSON{Kind: o.Kind, Object: o.Object, Error: o.Err.Error(), Attempts: o.Attempts, RetryAt: o.RetryAt})
 }
 
 // AppendFailed appends the table's failed objects to out.

@@ -1,0 +1,51 @@
+package app
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+)
+
+// stateSource is the running proxier's view of its state.
+type stateSource interface {
+	State(names ...types.NamespacedName) reconciler.State
+}
+
+// stateHandler serves /debug/state: the desired state, what the kernel is
+// believed to hold and the failed objects, as JSON; ?service=ns/name (which
+// may repeat) limits it to those Services. It names every Service and
+// backend, so unless remote it answers only clients on the node itself.
+func stateHandler(p stateSource, remote bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !remote && !fromLoopback(r) {
+			http.Error(w, "/debug/state answers only on the node (loopback); see --debug-state-remote", http.StatusForbidden)
+			return
+		}
+		var names []types.NamespacedName
+		for _, s := range r.URL.Query()["service"] {
+			ns, name, ok := strings.Cut(s, "/")
+			if !ok || ns == "" || name == "" {
+				http.Error(w, "service: want namespace/name, got "+s, http.StatusBadRequest)
+				return
+			}
+			names = append(names, types.NamespacedName{Namespace: ns, Name: name})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.State(names...))
+	})
+}
+
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}

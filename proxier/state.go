@@ -1,0 +1,19 @@
+package proxier
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+)
+
+// State is what the proxier wants of the named Services (all if none is
+// named) and believes the kernel holds (see reconciler.State), with the
+// kernel setup among the failed objects. It waits for a sync in progress.
+func (p *Proxier) State(names ...types.NamespacedName) reconciler.State {
+	p.mu.Lock()
+	setup := p.setupStatus.AppendFailed(nil)
+	p.mu.Unlock()
+	s := p.rec.State(names...)
+	s.Failed = append(s.Failed, setup...)
+	return s
+}
