@@ -42,6 +42,8 @@ type Options struct {
 	Profiling                      bool
 	// DebugStateRemote answers /debug/state to clients off the node too.
 	DebugStateRemote bool
+	// IPVSStats exports the IPVS statistics as metrics (--ipvs-stats).
+	IPVSStats        bool
 	ConfigSyncPeriod time.Duration // informer resync
 	Verbosity        int
 	LoggingFormat    string
@@ -102,7 +104,7 @@ func NewOptions(c *cli.Context) (*Options, error) {
 		QPS: float32(c.Float64("kube-api-qps")), Burst: c.Int("kube-api-burst")}
 	o.HealthzAddress, o.MetricsAddress = c.String("healthz-bind-address"), c.String("metrics-bind-address")
 	o.BindAddressHardFail, o.Profiling = c.Bool("bind-address-hard-fail"), c.Bool("profiling")
-	o.DebugStateRemote = c.Bool("debug-state-remote")
+	o.DebugStateRemote, o.IPVSStats = c.Bool("debug-state-remote"), c.Bool("ipvs-stats")
 	if o.ConfigSyncPeriod = c.Duration("config-sync-period"); o.ConfigSyncPeriod <= 0 {
 		r.fail("config-sync-period", "%s: must be greater than 0", o.ConfigSyncPeriod)
 	}

@@ -26,6 +26,7 @@ import (
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxier"
@@ -133,6 +134,9 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	cfg := o.Proxier
 	cfg.AfterFirstSync = afterFirstSync
 	p := proxier.New(cfg, kernel, log, health, m, warnings)
+	if stats, ok := kernel.IPVS.(ipvs.StatsReader); o.IPVSStats && ok {
+		m.ExportIPVSStats(metrics.IPVSStats{Read: stats.Stats, Owners: p.VirtualServerOwners})
+	}
 	if err := serveHTTP(ctx, log, o, health, m, p); err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func main() {
 	flag.IntVar(&o.churnRate, "churn-rate", 100, "endpoint changes per second in the churn scenario")
 	flag.DurationVar(&o.churnDuration, "churn-duration", time.Minute, "length of the churn scenario")
 	flag.StringVar(&o.out, "out", "", "results directory")
-	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,restart",
+	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,ipvs-stats,restart",
 		"scenarios to run (the cold start always runs: the others need its state); big-service only when asked")
 	oursFlags := flag.String("ours-flags", "", "extra space-separated flags for kube-ipvs-proxy")
 	flag.StringVar(&o.mix, "mix", "", `the Services' mix: empty for ClusterIPs alone, or "mixed" (NodePorts, LoadBalancers, external IPs; see bench/mix.go)`)
@@ -386,6 +386,9 @@ func measureProxier(env *framework.Env, k kernel, name string, n int, o options)
 	if o.wants("steady-sync") {
 		s.logf("steady state")
 		recs = append(recs, s.steadySync())
+	}
+	if o.wants("ipvs-stats") && name == "kube-ipvs-proxy" {
+		recs = append(recs, s.ipvsStats())
 	}
 	if o.wants("restart") {
 		s.logf("restart")

@@ -106,6 +106,7 @@ var tables = map[string][]column{
 		vs(p99, "p99 vs upstream", theUpstream), colCPU, vs(cpu, "CPU vs upstream", theUpstream), colRSS, colOK, colNote},
 	"steady-sync": {colProxier, {"syncs observed", colSamples.cell}, {"full sync p50", colP50.cell},
 		{"CPU per sync period", colCPU.cell}, vs(cpu, "vs upstream", theUpstream), colRSS, colNote},
+	"ipvs-stats": {colProxier, {"series", colSamples.cell}, {"CPU per scrape", colCPU.cell}, {"time per scrape", colP50.cell}, colNote},
 	"restart": {colProxier, {"time to synced", colP99.cell}, vs(p99, "vs upstream", theUpstream), colCPU, colRSS,
 		{"nothing removed", colOK.cell}, colNote},
 	"big-service": {colProxier, {"phase", func(r, _, _ *record) string { return r.Change }},
@@ -120,7 +121,7 @@ var tables = map[string][]column{
 		colCPU, colRSS, colOK, colNote},
 }
 
-var scenarioOrder = []string{"cold-start", "one-change", "churn", "steady-sync", "restart", "big-service"}
+var scenarioOrder = []string{"cold-start", "one-change", "churn", "steady-sync", "ipvs-stats", "restart", "big-service"}
 
 var scenarioText = map[string]string{
 	"cold-start": "Proxier started with every object present, until the kernel holds the complete state " +
@@ -139,6 +140,8 @@ var scenarioText = map[string]string{
 	"steady-sync": "No changes: the process's CPU over three default sync periods (90 s) without touching it, per period " +
 		"(one periodic full sync each; idle time counts). Full sync p50 is ours only, from our full-sync metric: " +
 		"upstream's sync histogram mixes its IPv4 and IPv6 proxiers.",
+	"ipvs-stats": "What --ipvs-stats costs one scrape of /metrics on the cold start's kernel: reading every virtual and real server's " +
+		"statistics over netlink and writing their series as Prometheus text, measured in the bench process (ours only).",
 	"restart": "Proxier stopped and started again on the full kernel: time until its first sync, while every " +
 		"kube-ipvs0 address (netlink events) and a sample of virtual servers, real servers and ipset entries (polled) is watched.",
 	"big-service": "One Service with 300 TCP ports and 300 external IPs (90,300 virtual servers, 180,600 real servers) and a " +

@@ -27,8 +27,9 @@ var (
 
 // proxierFlags keep the suite quick: a 5 s drift check instead of 30 s, and
 // syncs right after a change. The node-wide settings are set to values the
-// kernel does not default to, which TestKernelSettings checks.
-var proxierFlags = append([]string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms",
+// kernel does not default to, which TestKernelSettings checks. The IPVS
+// statistics are exported (TestIPVSStatsCountEachBackend).
+var proxierFlags = append([]string{"--ipvs-sync-period", "5s", "--ipvs-min-sync-period", "100ms", "--ipvs-stats",
 	"--ipvs-strict-arp", "--ipvs-tcp-timeout", "1000s", "--ipvs-tcpfin-timeout", "100s", "--ipvs-udp-timeout", "200s",
 	"--ipvs-exclude-cidrs", excludedCIDR}, ruleFlags...)
 

@@ -133,3 +133,10 @@ func decodeDest(body []byte, af uint16) (RealServer, bool) {
 	rs.Address = a
 	return rs, ok
 }
+
+func u64(v []byte) uint64 {
+	if len(v) < 8 {
+		return 0
+	}
+	return binary.NativeEndian.Uint64(v)
+}

@@ -3,6 +3,7 @@ package proxier
 import (
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 )
 
@@ -17,3 +18,6 @@ func (p *Proxier) State(names ...types.NamespacedName) reconciler.State {
 	s.Failed = append(s.Failed, setup...)
 	return s
 }
+
+// VirtualServerOwners names the Service that wants each virtual server.
+func (p *Proxier) VirtualServerOwners() map[ipvs.Key]string { return p.rec.VirtualServerOwners() }

@@ -185,3 +185,14 @@ func (r *Reconciler) clean(st desired.State) bool {
 	}
 	return true
 }
+
+// VirtualServerOwners names the Service that wants each virtual server.
+func (r *Reconciler) VirtualServerOwners() map[ipvs.Key]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[ipvs.Key]string, len(r.vs.want))
+	for k, o := range r.vs.want {
+		out[k] = o.owner.String()
+	}
+	return out
+}
