@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/diff"
@@ -77,7 +79,11 @@ func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
 	k, recorded := diff.Recording(kernel)
 	cfg := o.Proxier
 	cfg.ServeNoHealthChecks = true
-	p := proxier.New(cfg, k, zap.NewNop(), healthz.New(2*cfg.SyncPeriod), metrics.New(), noEvents{})
+	synced := make(chan struct{})
+	cfg.AfterFirstSync = func() { close(synced) }
+	// Warnings only, on stderr: why a read failed, what input is skipped.
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
+	p := proxier.New(cfg, k, log, healthz.New(2*cfg.SyncPeriod), metrics.New(), noEvents{})
 	h := &syncedHandlers{Proxier: p, services: make(chan struct{}), slices: make(chan struct{})}
 	if err := informers.Start(ctx, client, cfg.Desired.NodeName, o.ConfigSyncPeriod, h, h, h); err != nil {
 		return nil, err
@@ -90,6 +96,13 @@ func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
 		}
 	}
 	p.SyncNow()
+	select {
+	case <-synced:
+	case <-time.After(5 * time.Second):
+		// A first sync that could not read the kernel wrote nothing: its
+		// rows would be a part of the differences.
+		return nil, fmt.Errorf("the sync did not complete (see the warnings above)")
+	}
 	return recorded.Rows()
 }
 
