@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	stdlog "log"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -78,7 +79,12 @@ func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
 	}
 	k, recorded := diff.Recording(kernel)
 	cfg := o.Proxier
-	cfg.ServeNoHealthChecks = true
+	// No port of the running proxier's is taken, and no Service comes
+	// first: the writes are only recorded.
+	cfg.ServeNoHealthChecks, cfg.CriticalServices = true, nil
+	// The netlink ipset code reports attributes it does not parse through
+	// the standard logger (see run).
+	stdlog.SetOutput(io.Discard)
 	synced := make(chan struct{})
 	cfg.AfterFirstSync = func() { close(synced) }
 	// Warnings only, on stderr: why a read failed, what input is skipped.

@@ -39,9 +39,12 @@ func runOurs(t *testing.T, command string, extra ...string) (string, int) {
 	case err == nil:
 		return string(out), 0
 	case errors.As(err, &exit):
-		return string(out) + string(exit.Stderr), exit.ExitCode()
+		if len(exit.Stderr) > 0 {
+			t.Logf("%s: stderr:\n%s", command, exit.Stderr)
+		}
+		return string(out), exit.ExitCode()
 	}
-	t.Fatalf("diff: %v", err)
+	t.Fatalf("%s: %v", command, err)
 	return "", 0
 }
 

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,14 @@ func series(metrics, name string, parts ...string) map[string]float64 {
 	return out
 }
 
+func sum(m map[string]float64) float64 {
+	total := 0.0
+	for _, v := range m {
+		total += v
+	}
+	return total
+}
+
 // TestIPVSStatsCountEachBackend: with --ipvs-stats, /metrics has the
 // kernel's counters of each virtual and real server, labelled with the
 // Service: connections made through a Service count at the backends that
@@ -44,44 +53,42 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 	svc, slice := webService(ns, "10.96.62.10", a, b)
 	mustApply(t, svc, slice)
 	vip := ap("10.96.62.10:80")
-	waitAnswerSet(t, client.HTTP, vip, "stats-a,stats-b", 4, 30*time.Second)
-	_, before := get(t, "http://127.0.0.1:10249/metrics")
+	service := `service="stats/web"`
+	reals := []string{`real_server="10.244.62.1:8080"`, `real_server="10.244.62.2:8080"`}
+	// Programmed, and no connection yet: the kernel's counters of this
+	// Service start at 0.
+	eventually(t, "both real servers exported", 30*time.Second, func() error {
+		_, m := get(t, "http://127.0.0.1:10249/metrics")
+		for _, rs := range reals {
+			if len(series(m, "kubeproxy_ipvs_real_server_connections_total", service, rs)) != 1 {
+				return fmt.Errorf("no series of %s", rs)
+			}
+		}
+		return nil
+	})
 	const requests = 10
 	if _, err := answers(client.HTTP, vip, requests); err != nil {
 		t.Fatal(err)
 	}
-	_, after := get(t, "http://127.0.0.1:10249/metrics")
-
-	service := `service="stats/web"`
-	vsConns := series(after, "kubeproxy_ipvs_virtual_server_connections_total", service, `virtual_server="10.96.62.10:80"`, `protocol="TCP"`)
-	vsBefore := series(before, "kubeproxy_ipvs_virtual_server_connections_total", service)
-	if len(vsConns) != 1 {
-		t.Fatalf("virtual server connections: %v, want one series", vsConns)
-	}
-	for labels, v := range vsConns {
-		if got := v - vsBefore[labels]; got != requests {
-			t.Errorf("virtual server %s counted %v connections, want %d", labels, got, requests)
+	// The kernel sums its per-CPU counters every 2 seconds.
+	eventually(t, "connections counted", 10*time.Second, func() error {
+		_, m := get(t, "http://127.0.0.1:10249/metrics")
+		vs := series(m, "kubeproxy_ipvs_virtual_server_connections_total", service, `virtual_server="10.96.62.10:80"`, `protocol="TCP"`)
+		if sum(vs) != requests || len(vs) != 1 {
+			return fmt.Errorf("virtual server connections %v, want one series of %d", vs, requests)
 		}
-	}
-	sum := 0.0
-	for _, pod := range []string{"10.244.62.1:8080", "10.244.62.2:8080"} {
-		rs := `real_server="` + pod + `"`
-		conns := series(after, "kubeproxy_ipvs_real_server_connections_total", service, rs)
-		connsBefore := series(before, "kubeproxy_ipvs_real_server_connections_total", service, rs)
-		bytes := series(after, "kubeproxy_ipvs_real_server_bytes_out_total", service, rs)
-		inactive := series(after, "kubeproxy_ipvs_real_server_inactive_connections", service, rs)
-		if len(conns) != 1 || len(bytes) != 1 || len(inactive) != 1 {
-			t.Fatalf("%s: connections %v, bytes out %v, inactive %v; want a series each", pod, conns, bytes, inactive)
-		}
-		for labels, v := range conns {
-			got := v - connsBefore[labels]
-			sum += got
-			if got < requests/2-1 || bytes[labels] == 0 {
-				t.Errorf("%s: %v new connections, %v bytes out; round robin gives each about half of %d", pod, got, bytes[labels], requests)
+		total := 0.0
+		for _, rs := range reals {
+			conns := sum(series(m, "kubeproxy_ipvs_real_server_connections_total", service, rs))
+			bytes := sum(series(m, "kubeproxy_ipvs_real_server_bytes_out_total", service, rs))
+			if conns < requests/2-1 || bytes == 0 || len(series(m, "kubeproxy_ipvs_real_server_inactive_connections", service, rs)) != 1 {
+				return fmt.Errorf("%s: %v connections, %v bytes out; round robin gives each about half of %d", rs, conns, bytes, requests)
 			}
+			total += conns
 		}
-	}
-	if sum != requests {
-		t.Errorf("the real servers counted %v connections, want %d", sum, requests)
-	}
+		if total != requests {
+			return fmt.Errorf("the real servers counted %v connections, want %d", total, requests)
+		}
+		return nil
+	})
 }
