@@ -66,6 +66,8 @@ var forbidden = map[string][]string{
 	// The proxier is run by the command, never the reverse.
 	"./proxier": {"app"},
 	"./diff":    {"app"},
+	// The operator's view is plain data.
+	"./view": {"ipvs", "ipset", "dummyiface", "iptables", "internal", "desired", "reconciler", "proxier", "github.com/vishvananda/netlink", "k8s.io/client-go"},
 	// Failure bookkeeping is plain data and clocks.
 	"./status": {"ipvs", "ipset", "dummyiface", "iptables", "internal", "desired", "reconciler", "proxier", "github.com/vishvananda/netlink", "k8s.io/client-go"},
 	// The chains are iptables' alone.

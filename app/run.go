@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -134,10 +135,11 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	cfg := o.Proxier
 	cfg.AfterFirstSync = afterFirstSync
 	p := proxier.New(cfg, kernel, log, health, m, warnings)
+	var ipvsStats http.Handler
 	if stats, ok := kernel.IPVS.(ipvs.StatsReader); o.IPVSStats && ok {
-		m.ExportIPVSStats(metrics.IPVSStats{Read: stats.Stats, Owners: p.VirtualServerOwners})
+		ipvsStats = metrics.IPVSStats{Read: stats.Stats, Owners: p.VirtualServerOwners}.Handler()
 	}
-	if err := serveHTTP(ctx, log, o, health, m, p); err != nil {
+	if err := serveHTTP(ctx, log, o, health, m, p, ipvsStats); err != nil {
 		return err
 	}
 	// The critical Services' own small list and watch first: the proxier

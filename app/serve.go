@@ -47,8 +47,10 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 
 // serveHTTP starts the health server, and the metrics server with
 // /healthz, /livez, /configz and, with --profiling, pprof beside the
-// metrics, as kube-proxy serves them, and /debug/state (see stateHandler).
-func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz.State, m *metrics.Metrics, p stateSource) error {
+// metrics, as kube-proxy serves them, /debug/state (see stateHandler) and,
+// with --ipvs-stats, the IPVS statistics (ipvsStats, else nil).
+func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz.State, m *metrics.Metrics, p stateSource,
+	ipvsStats http.Handler) error {
 	if err := serve(ctx, log, "healthz", o.HealthzAddress, o.BindAddressHardFail, health.Handler()); err != nil {
 		return err
 	}
@@ -62,6 +64,9 @@ func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz
 			_, _ = w.Write(configz)
 		}),
 		"/debug/state": stateHandler(p, o.DebugStateRemote)}
+	if ipvsStats != nil {
+		extra[metrics.IPVSStatsPath] = ipvsStats
+	}
 	if o.Profiling {
 		extra["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
 		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)

@@ -9,12 +9,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
 // stateSource is the running proxier's view of its state.
 type stateSource interface {
-	State(names ...types.NamespacedName) reconciler.State
+	State(names ...types.NamespacedName) view.State
 }
 
 // stateHandler serves /debug/state: the desired state, what the kernel is

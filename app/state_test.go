@@ -12,22 +12,22 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
 type fixedState struct {
-	state reconciler.State
+	state view.State
 	asked []types.NamespacedName
 }
 
-func (f *fixedState) State(names ...types.NamespacedName) reconciler.State {
+func (f *fixedState) State(names ...types.NamespacedName) view.State {
 	f.asked = names
 	return f.state
 }
 
 func TestStateAnswersLoopbackOnlyUnlessRemote(t *testing.T) {
-	src := &fixedState{state: reconciler.State{Services: []reconciler.ServiceState{}, Failed: []status.Object{}}}
+	src := &fixedState{state: view.State{Services: []view.Service{}, Failed: []status.Object{}}}
 	for _, tc := range []struct {
 		from   string
 		remote bool
@@ -55,9 +55,9 @@ func TestStatusPrintsALinePerService(t *testing.T) {
 	now := time.Now()
 	failure := status.Object{Kind: status.KindRealServer, Object: "10.96.0.1:80/TCP 10.244.0.2:8080",
 		Failure: status.Failure{Err: errors.New("refused"), Attempts: 3, RetryAt: now.Add(4 * time.Second)}}
-	src := reconciler.State{
-		Services: []reconciler.ServiceState{{Name: "ns/a", VirtualServers: []reconciler.VirtualServerState{{Key: "10.96.0.1:80/TCP", Scheduler: "rr", Held: true,
-			Reals: []reconciler.RealState{{Address: "10.244.0.1:8080", Wanted: true, Held: true}, {Address: "10.244.0.2:8080", Wanted: true}}}},
+	src := view.State{
+		Services: []view.Service{{Name: "ns/a", VirtualServers: []view.VirtualServer{{Key: "10.96.0.1:80/TCP", Scheduler: "rr", Held: true,
+			Reals: []view.Real{{Address: "10.244.0.1:8080", Wanted: true, Held: true}, {Address: "10.244.0.2:8080", Wanted: true}}}},
 			Failed: []status.Object{failure}},
 			{Name: "ns/b", Programmed: now.Add(-time.Minute)}},
 		Failed: []status.Object{failure, {Kind: status.KindSetup, Object: "kernel", Failure: status.Failure{Err: errors.New("no iptables"), Attempts: 1, RetryAt: now}}},
@@ -66,7 +66,7 @@ func TestStatusPrintsALinePerService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st stateJSON
+	var st view.State
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatal(err)
 	}

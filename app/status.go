@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
 // statusCommand prints the running proxier's view, a line per Service,
@@ -39,7 +40,7 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit("status: "+err.Error(), exitError)
 			}
-			var st stateJSON
+			var st view.State
 			if err := json.Unmarshal(body, &st); err != nil {
 				return cli.Exit("status: /debug/state: "+err.Error(), exitError)
 			}
@@ -90,27 +91,9 @@ func fetchState(addr string, services []string) ([]byte, error) {
 	return body, nil
 }
 
-// stateJSON is /debug/state as the status command reads it.
-type stateJSON struct {
-	Services []struct {
-		Name           string `json:"name"`
-		VirtualServers []struct {
-			Key       string `json:"key"`
-			Scheduler string `json:"scheduler"`
-			Held      bool   `json:"held"`
-			Reals     []struct {
-				Wanted, Held bool
-			} `json:"reals"`
-		} `json:"virtualServers"`
-		Failed     []status.ObjectJSON `json:"failed"`
-		Programmed time.Time           `json:"programmed"`
-	} `json:"services"`
-	Failed []status.ObjectJSON `json:"failed"`
-}
-
 // printStatus prints a line per Service, then the failed objects no
 // Service wants (being removed) and the setup's.
-func printStatus(w io.Writer, st stateJSON, now time.Time) error {
+func printStatus(w io.Writer, st view.State, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tVIRTUAL SERVERS\tREAL SERVERS\tSCHEDULER\tPROGRAMMED\tFAILED")
 	owned := map[string]bool{}
@@ -156,12 +139,12 @@ func printStatus(w io.Writer, st stateJSON, now time.Time) error {
 }
 
 // describeFailure is a failed object's error and when it is retried.
-func describeFailure(f status.ObjectJSON, now time.Time) string {
+func describeFailure(f status.Object, now time.Time) string {
 	retry := "retry now"
 	if d := f.RetryAt.Sub(now); d > 0 {
 		retry = "retry in " + d.Round(time.Second).String()
 	}
-	return fmt.Sprintf("%s %s: %s (%d attempts, %s)", f.Kind, f.Object, f.Error, f.Attempts, retry)
+	return fmt.Sprintf("%s %s: %v (%d attempts, %s)", f.Kind, f.Object, f.Err, f.Attempts, retry)
 }
 
 // abbreviate joins the first n of list and counts the rest.

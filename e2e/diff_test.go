@@ -17,7 +17,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
 // runDiff runs `kube-ipvs-proxy diff` with the proxier's flags and returns
@@ -137,7 +137,7 @@ func TestDiffShowsDriftUntilRepaired(t *testing.T) {
 		}
 	}
 	out, code = runOurs(t, "status", "-o", "json", "--service", ns+"/web")
-	var st reconciler.State
+	var st view.State
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Services) != 1 {
 		t.Fatalf("status -o json: exit %d, %v:\n%s", code, err, out)
 	}

@@ -38,7 +38,7 @@ func sum(m map[string]float64) float64 {
 	return total
 }
 
-// TestIPVSStatsCountEachBackend: with --ipvs-stats, /metrics has the
+// TestIPVSStatsCountEachBackend: with --ipvs-stats, /metrics/ipvs has the
 // kernel's counters of each virtual and real server, labelled with the
 // Service: connections made through a Service count at the backends that
 // answered them, and at the virtual server.
@@ -58,7 +58,7 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 	// Programmed, and no connection yet: the kernel's counters of this
 	// Service start at 0.
 	eventually(t, "both real servers exported", 30*time.Second, func() error {
-		_, m := get(t, "http://127.0.0.1:10249/metrics")
+		_, m := get(t, "http://127.0.0.1:10249/metrics/ipvs")
 		for _, rs := range reals {
 			if len(series(m, "kubeproxy_ipvs_real_server_connections_total", service, rs)) != 1 {
 				return fmt.Errorf("no series of %s", rs)
@@ -72,7 +72,7 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 	}
 	// The kernel sums its per-CPU counters every 2 seconds.
 	eventually(t, "connections counted", 10*time.Second, func() error {
-		_, m := get(t, "http://127.0.0.1:10249/metrics")
+		_, m := get(t, "http://127.0.0.1:10249/metrics/ipvs")
 		vs := series(m, "kubeproxy_ipvs_virtual_server_connections_total", service, `virtual_server="10.96.62.10:80"`, `protocol="TCP"`)
 		if sum(vs) != requests || len(vs) != 1 {
 			return fmt.Errorf("virtual server connections %v, want one series of %d", vs, requests)

@@ -2,8 +2,14 @@ package metrics
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -11,70 +17,86 @@ import (
 func TestIPVSStatsAreSeriesPerVirtualAndRealServer(t *testing.T) {
 	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: ipvs.TCP}
 	var fail error
-	m := New()
-	m.ExportIPVSStats(IPVSStats{
+	h := IPVSStats{
 		Read: func() ([]ipvs.VirtualServerStats, error) {
 			return []ipvs.VirtualServerStats{{Key: key, Counters: ipvs.Counters{Connections: 7, BytesIn: 700},
-				Reals: []ipvs.RealServerStats{{ID: netip.MustParseAddrPort("10.244.0.1:8080"), ActiveConns: 2, InactiveConns: 1,
-					Counters: ipvs.Counters{Connections: 7, PacketsIn: 10, PacketsOut: 9, BytesIn: 700, BytesOut: 900}}}}}, fail
+				Reals: []ipvs.RealServerStats{
+					{ID: netip.MustParseAddrPort("10.244.0.1:8080"), ActiveConns: 2, InactiveConns: 1,
+						Counters: ipvs.Counters{Connections: 7, PacketsIn: 10, PacketsOut: 9, BytesIn: 700, BytesOut: 1 << 40}},
+					{ID: netip.MustParseAddrPort("10.244.0.2:8080")}}}}, fail
 		},
-		Owners: func() map[ipvs.Key]string { return map[ipvs.Key]string{key: "ns/a"} },
-	})
-	rs := "ns/a 10.96.0.1:80 TCP 10.244.0.1:8080"
-	got := gather(t, m)
-	for series, want := range map[string]float64{
-		"kubeproxy_ipvs_real_server_active_connections " + rs:                   2,
-		"kubeproxy_ipvs_real_server_inactive_connections " + rs:                 1,
-		"kubeproxy_ipvs_real_server_packets_in_total " + rs:                     10,
-		"kubeproxy_ipvs_real_server_bytes_out_total " + rs:                      900,
-		"kubeproxy_ipvs_virtual_server_connections_total ns/a 10.96.0.1:80 TCP": 7,
-		"kubeproxy_ipvs_virtual_server_bytes_in_total ns/a 10.96.0.1:80 TCP":    700,
-		"kubeproxy_ipvs_stats_read_failures_total":                              0,
-	} {
-		if v, ok := got[series]; !ok || v != want {
-			t.Errorf("%s = %v (present %v), want %v", series, v, ok, want)
+		Owners: func() map[ipvs.Key]string { return map[ipvs.Key]string{key: `ns/a"b`} },
+	}.Handler()
+	rs := `ns/a"b 10.96.0.1:80 TCP 10.244.0.1:8080`
+	for _, gz := range []bool{false, true} {
+		got := scrapeText(t, h, gz)
+		for series, want := range map[string]float64{
+			"kubeproxy_ipvs_real_server_active_connections " + rs:                                            2,
+			"kubeproxy_ipvs_real_server_inactive_connections " + rs:                                          1,
+			"kubeproxy_ipvs_real_server_packets_in_total " + rs:                                              10,
+			"kubeproxy_ipvs_real_server_bytes_out_total " + rs:                                               1 << 40,
+			"kubeproxy_ipvs_real_server_connections_total " + strings.Replace(rs, "0.1:8080", "0.2:8080", 1): 0,
+			`kubeproxy_ipvs_virtual_server_connections_total ns/a"b 10.96.0.1:80 TCP`:                        7,
+			`kubeproxy_ipvs_virtual_server_bytes_in_total ns/a"b 10.96.0.1:80 TCP`:                           700,
+		} {
+			if v, ok := got[series]; !ok || v != want {
+				t.Errorf("gzip %v: %s = %v (present %v), want %v", gz, series, v, ok, want)
+			}
+		}
+		if len(got) != 5+2*7+1 {
+			t.Errorf("gzip %v: %d series, want 5 per virtual server, 7 per real server and the read's duration", gz, len(got))
 		}
 	}
 
-	// A failed read leaves the series out and counts the failure; the
-	// other metrics are still served.
+	// A failed read fails the scrape: no series stop silently.
 	fail = errors.New("netlink: interrupted")
-	got = gather(t, m)
-	if _, ok := got["kubeproxy_ipvs_virtual_server_connections_total ns/a 10.96.0.1:80 TCP"]; ok || got["kubeproxy_ipvs_stats_read_failures_total"] != 1 {
-		t.Errorf("after a failed read: %v", got)
-	}
-	if _, ok := got["kubeproxy_sync_proxy_rules_last_timestamp_seconds"]; !ok {
-		t.Error("a failed read took the other metrics with it")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", IPVSStatsPath, nil))
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "interrupted") {
+		t.Errorf("after a failed read: %d %q, want 503 with the error", w.Code, w.Body.String())
 	}
 }
 
-// gather returns each series as "name label-values..." and its value.
-func gather(t *testing.T, m *Metrics) map[string]float64 {
+// scrapeText parses what h serves, as Prometheus does, into each series
+// as "name label-values..." and its value.
+func scrapeText(t *testing.T, h http.Handler, gz bool) map[string]float64 {
 	t.Helper()
-	families, err := m.Registry.Gather()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+IPVSStatsPath, nil)
+	if !gz {
+		req.Header.Set("Accept-Encoding", "identity") // else net/http asks for gzip and undoes it
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if gz != resp.Uncompressed {
+		t.Errorf("asked for gzip %v, got it %v", gz, resp.Uncompressed)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
-	for _, f := range families {
+	for name, f := range families {
 		for _, s := range f.GetMetric() {
 			l := map[string]string{}
 			for _, p := range s.GetLabel() {
 				l[p.GetName()] = p.GetValue()
 			}
-			key := f.GetName()
+			key := name
 			for _, n := range []string{"service", "virtual_server", "protocol", "real_server"} {
 				if v, ok := l[n]; ok {
 					key += " " + v
 				}
 			}
-			switch {
-			case s.Counter != nil:
+			if s.Counter != nil {
 				out[key] = s.GetCounter().GetValue()
-			case s.Gauge != nil:
+			} else {
 				out[key] = s.GetGauge().GetValue()
-			default:
-				out[key] = 0
 			}
 		}
 	}

@@ -4,13 +4,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
 // State is what the proxier wants of the named Services (all if none is
-// named) and believes the kernel holds (see reconciler.State), with the
+// named) and believes the kernel holds (see Reconciler.State), with the
 // kernel setup among the failed objects. It waits for a sync in progress.
-func (p *Proxier) State(names ...types.NamespacedName) reconciler.State {
+func (p *Proxier) State(names ...types.NamespacedName) view.State {
 	p.mu.Lock()
 	setup := p.setupStatus.AppendFailed(nil)
 	p.mu.Unlock()

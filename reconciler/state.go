@@ -12,60 +12,13 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
-// The state view is what an operator asks of a running proxier (its
-// /debug/state and the status command): per Service, what it wants, what
-// the reconciler believes the kernel holds of it, and its failed objects.
-
-// ServiceState is one Service's objects, wanted and believed held.
-type ServiceState struct {
-	Name           string               `json:"name"`
-	VirtualServers []VirtualServerState `json:"virtualServers,omitempty"`
-	Addresses      []MemberState        `json:"addresses,omitempty"`
-	Entries        []MemberState        `json:"entries,omitempty"`
-	Failed         []status.Object      `json:"failed,omitempty"`
-	// Programmed is when every object of the Service was last as wanted in
-	// the kernel; zero while it waits for its first write.
-	Programmed time.Time `json:"programmed,omitzero"`
-}
-
-// VirtualServerState is a wanted virtual server: held says the kernel is
-// believed to hold it with these attributes.
-type VirtualServerState struct {
-	Key       string      `json:"key"`
-	Scheduler string      `json:"scheduler"`
-	Flags     uint32      `json:"flags,omitempty"`
-	Timeout   uint32      `json:"timeout,omitempty"`
-	Held      bool        `json:"held"`
-	Reals     []RealState `json:"reals,omitempty"`
-}
-
-// RealState is a real server wanted, or held and no longer wanted (one
-// that drains). Weight is the wanted weight, or the held one if unwanted.
-type RealState struct {
-	Address string `json:"address"`
-	Weight  int    `json:"weight"`
-	Wanted  bool   `json:"wanted"`
-	Held    bool   `json:"held"`
-}
-
-// MemberState is an address or a set entry and whether it is held.
-type MemberState struct {
-	Object string `json:"object"`
-	Held   bool   `json:"held"`
-}
-
-// State is the reconciler's view, for the Services named, or all if none
-// is. Failed lists every failed object, those no Service wants included.
-type State struct {
-	Services []ServiceState  `json:"services"`
-	Failed   []status.Object `json:"failed"`
-}
-
-// State returns the view. It holds the reconciler's lock while it copies,
-// which a sync waits for: O(Services) at most.
-func (r *Reconciler) State(names ...types.NamespacedName) State {
+// State returns the view of the named Services, or of all if none is
+// named. It holds the reconciler's lock while it copies, which a sync
+// waits for: O(Services) at most.
+func (r *Reconciler) State(names ...types.NamespacedName) view.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(names) == 0 {
@@ -74,7 +27,7 @@ func (r *Reconciler) State(names ...types.NamespacedName) State {
 		}
 	}
 	slices.SortFunc(names, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	out := State{Services: []ServiceState{}, Failed: r.failedLocked()}
+	out := view.State{Services: []view.Service{}, Failed: r.failedLocked()}
 	for _, n := range names {
 		if st, ok := r.byService[n]; ok {
 			out.Services = append(out.Services, r.serviceState(n, st))
@@ -83,8 +36,8 @@ func (r *Reconciler) State(names ...types.NamespacedName) State {
 	return out
 }
 
-func (r *Reconciler) serviceState(name types.NamespacedName, st desired.State) ServiceState {
-	s := ServiceState{Name: name.String(), Programmed: r.programmed.at[name]}
+func (r *Reconciler) serviceState(name types.NamespacedName, st desired.State) view.Service {
+	s := view.Service{Name: name.String(), Programmed: r.programmed.at[name]}
 	fail := func(kind status.Kind, object string, f status.Failure, failed bool) {
 		if failed {
 			s.Failed = append(s.Failed, status.Object{Kind: kind, Object: object, Failure: f})
@@ -93,7 +46,7 @@ func (r *Reconciler) serviceState(name types.NamespacedName, st desired.State) S
 	for _, v := range st.VirtualServers {
 		k := v.Virtual.Key
 		h, held := r.vs.have[k]
-		vs := VirtualServerState{Key: k.String(), Scheduler: v.Virtual.Scheduler, Flags: v.Virtual.Flags, Timeout: v.Virtual.Timeout,
+		vs := view.VirtualServer{Key: k.String(), Scheduler: v.Virtual.Scheduler, Flags: v.Virtual.Flags, Timeout: v.Virtual.Timeout,
 			Held: held && h.vs == v.Virtual}
 		wanted := map[netip.AddrPort]bool{}
 		for _, rs := range v.Reals {
@@ -102,12 +55,12 @@ func (r *Reconciler) serviceState(name types.NamespacedName, st desired.State) S
 			if held {
 				cur, ok = h.reals.get(rs.ID())
 			}
-			vs.Reals = append(vs.Reals, RealState{Address: rs.ID().String(), Weight: rs.Weight, Wanted: true, Held: ok && cur.Weight == rs.Weight})
+			vs.Reals = append(vs.Reals, view.Real{Address: rs.ID().String(), Weight: rs.Weight, Wanted: true, Held: ok && cur.Weight == rs.Weight})
 		}
 		if held {
 			for _, cur := range h.reals.members() {
 				if !wanted[cur.ID()] {
-					vs.Reals = append(vs.Reals, RealState{Address: cur.ID().String(), Weight: cur.Weight, Held: true})
+					vs.Reals = append(vs.Reals, view.Real{Address: cur.ID().String(), Weight: cur.Weight, Held: true})
 				}
 			}
 		}
@@ -123,13 +76,13 @@ func (r *Reconciler) serviceState(name types.NamespacedName, st desired.State) S
 	}
 	for _, a := range st.Addresses {
 		_, held := r.addr.have[a]
-		s.Addresses = append(s.Addresses, MemberState{Object: a.String(), Held: held})
+		s.Addresses = append(s.Addresses, view.Member{Object: a.String(), Held: held})
 		f, failed := r.addr.status.Failure(a)
 		fail(status.KindAddress, a.String(), f, failed)
 	}
 	for _, e := range st.Entries {
 		_, held := r.entry.have[e]
-		s.Entries = append(s.Entries, MemberState{Object: fmt.Sprint(e), Held: held})
+		s.Entries = append(s.Entries, view.Member{Object: fmt.Sprint(e), Held: held})
 		f, failed := r.entry.status.Failure(e)
 		fail(status.KindSetEntry, fmt.Sprint(e), f, failed)
 	}

@@ -6,6 +6,7 @@ package status
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -186,8 +187,8 @@ type Object struct {
 	Failure
 }
 
-// ObjectJSON is how an Object reads as JSON.
-type ObjectJSON struct {
+// objectJSON is how an Object reads as JSON.
+type objectJSON struct {
 	Kind     Kind      `json:"kind"`
 	Object   string    `json:"object"`
 	Error    string    `json:"error"`
@@ -196,7 +197,17 @@ type ObjectJSON struct {
 }
 
 func (o Object) MarshalJSON() ([]byte, error) {
-	return json.Marshal(ObjectJSON{Kind: o.Kind, Object: o.Object, Error: o.Err.Error(), Attempts: o.Attempts, RetryAt: o.RetryAt})
+	return json.Marshal(objectJSON{Kind: o.Kind, Object: o.Object, Error: o.Err.Error(), Attempts: o.Attempts, RetryAt: o.RetryAt})
+}
+
+// UnmarshalJSON reads an Object as MarshalJSON writes it, its error as text.
+func (o *Object) UnmarshalJSON(b []byte) error {
+	var j objectJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*o = Object{Kind: j.Kind, Object: j.Object, Failure: Failure{Err: errors.New(j.Error), Attempts: j.Attempts, RetryAt: j.RetryAt}}
+	return nil
 }
 
 // AppendFailed appends the table's failed objects to out.
