@@ -333,12 +333,17 @@ func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, err
 // BENCH_BEFORE=<rev>), measured beside the current one in the same run.
 const beforeName = "kube-ipvs-proxy-before"
 
+// profiled says whether a proxier is profiled: ours, the code before
+// included, so that the two carry the same cost of being measured.
+func profiled(name string) bool { return name == "kube-ipvs-proxy" || name == beforeName }
+
 func startProxier(env *framework.Env, name string, o options) (*framework.Process, error) {
 	switch name {
 	case "kube-ipvs-proxy":
 		return framework.StartOurs(env, "bench-kube-ipvs-proxy", append([]string{"--profiling"}, o.oursFlags...)...)
 	case beforeName:
-		return framework.Start(env, "bench-"+beforeName, filepath.Join(env.Bin, beforeName), framework.OursArgs(env, o.oursFlags...)...)
+		return framework.Start(env, "bench-"+beforeName, filepath.Join(env.Bin, beforeName),
+			framework.OursArgs(env, append([]string{"--profiling"}, o.oursFlags...)...)...)
 	case "kube-proxy":
 		return framework.StartUpstream(env, "bench-kube-proxy")
 	}

@@ -49,7 +49,7 @@ func (s *session) logf(format string, args ...any) {
 // profile saves a pprof profile of our proxier (it serves them with
 // --profiling) under the results directory; upstream is not profiled.
 func (s *session) profile(what, file string) {
-	if s.name != "kube-ipvs-proxy" {
+	if !profiled(s.name) {
 		return
 	}
 	dir := filepath.Join(s.o.out, "profiles")
@@ -76,7 +76,7 @@ func (s *session) keep(name string, data []byte) {
 // cpuProfiles records back-to-back CPU profiles until stop is closed.
 func (s *session) cpuProfiles(file string, stop <-chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	if s.name != "kube-ipvs-proxy" {
+	if !profiled(s.name) {
 		return &wg
 	}
 	wg.Add(1)
@@ -398,15 +398,15 @@ func (s *session) steadySync() record {
 	m0, before := mustScrape(), s.usage()
 	// One profile over the window: the profiler's own cost stays small
 	// next to what is measured.
-	var profiled sync.WaitGroup
-	if s.name == "kube-ipvs-proxy" {
-		profiled.Go(func() {
+	var profiling sync.WaitGroup
+	if profiled(s.name) {
+		profiling.Go(func() {
 			s.profile(fmt.Sprintf("profile?seconds=%d", steadyPeriods*30-5), "steady-cpu-00")
 		})
 	}
 	time.Sleep(steadyPeriods * 30 * time.Second)
 	after, m1 := s.usage(), mustScrape()
-	profiled.Wait()
+	profiling.Wait()
 	rec.RSSMB = ptr(after.RSSMB)
 	cpu := (after.CPU - before.CPU).Seconds()
 	rec.CPUs = ptr(cpu / steadyPeriods)
