@@ -38,13 +38,9 @@ func diffCommand() *cli.Command {
 		Usage: "show where the kernel differs from the desired state (read-only); exit 0 when equal, 1 on drift, 2 on error",
 		Flags: append(Flags(), &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"}),
 		Action: func(c *cli.Context) error {
-			format := c.String("output")
-			if format != "table" && format != "json" {
-				return cli.Exit(fmt.Sprintf("--output %q: one of table, json", format), exitError)
-			}
-			o, err := NewOptions(c)
+			format, o, err := toolOptions(c)
 			if err != nil {
-				return cli.Exit(err.Error(), exitError)
+				return err
 			}
 			ctx, cancel := context.WithTimeout(c.Context, diffTimeout)
 			defer cancel()
@@ -61,6 +57,20 @@ func diffCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// toolOptions reads what diff and status take: --output, and the
+// proxier's own options, so that they see what it sees. Its error is the
+// command's exit.
+func toolOptions(c *cli.Context) (format string, o *Options, err error) {
+	format = c.String("output")
+	if format != "table" && format != "json" {
+		return "", nil, cli.Exit(fmt.Sprintf("--output %q: one of table, json", format), exitError)
+	}
+	if o, err = NewOptions(c); err != nil {
+		return "", nil, cli.Exit(err.Error(), exitError)
+	}
+	return format, o, nil
 }
 
 // diffTimeout bounds listing the API objects and reading the kernel.

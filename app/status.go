@@ -28,13 +28,9 @@ func statusCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json (/debug/state as served)"},
 			&cli.StringSliceFlag{Name: "service", Usage: "only this Service, namespace/name (repeatable)"}),
 		Action: func(c *cli.Context) error {
-			format := c.String("output")
-			if format != "table" && format != "json" {
-				return cli.Exit(fmt.Sprintf("--output %q: one of table, json", format), exitError)
-			}
-			o, err := NewOptions(c)
+			format, o, err := toolOptions(c)
 			if err != nil {
-				return cli.Exit(err.Error(), exitError)
+				return err
 			}
 			body, err := fetchState(o.MetricsAddress, c.StringSlice("service"))
 			if err != nil {
