@@ -45,7 +45,7 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	p.needFull = true
+	p.drift.needFull = true
 	p.OnServiceUpdate(bad, bad.DeepCopy()) // recomputed, same panic
 	p.SyncNow()
 

@@ -56,28 +56,28 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		st, lost := p.claims.filter(in.name, c.st)
 		p.report(in, append(c.problems, conflictProblems(lost)...))
 		changes = append(changes, reconciler.Change{Name: in.name, State: st})
-		setMember(p.noLocal, in.name, st.NoLocalEndpoints)
-		setMember(p.noLocalExternal, in.name, st.NoLocalExternal)
+		setMember(p.noLocal.internal, in.name, st.NoLocalEndpoints)
+		setMember(p.noLocal.external, in.name, st.NoLocalExternal)
 		if st.HealthCheckPort != 0 {
 			hc := svchealth.Service{Port: st.HealthCheckPort, LocalEndpoints: st.LocalReady}
-			p.healthDirty = p.healthDirty || p.healthChecks[in.name] != hc
-			p.healthChecks[in.name] = hc
-		} else if _, ok := p.healthChecks[in.name]; ok {
-			delete(p.healthChecks, in.name)
-			p.healthDirty = true
+			p.checks.dirty = p.checks.dirty || p.checks.want[in.name] != hc
+			p.checks.want[in.name] = hc
+		} else if _, ok := p.checks.want[in.name]; ok {
+			delete(p.checks.want, in.name)
+			p.checks.dirty = true
 		}
-		if !slices.Equal(p.nodeBlocked[in.name], st.NodeBlocked) {
-			p.blockedDirty = true
+		if !slices.Equal(p.blocked.byService[in.name], st.NodeBlocked) {
+			p.blocked.dirty = true
 		}
 		if len(st.NodeBlocked) > 0 {
-			p.nodeBlocked[in.name] = st.NodeBlocked
+			p.blocked.byService[in.name] = st.NodeBlocked
 		} else {
-			delete(p.nodeBlocked, in.name)
+			delete(p.blocked.byService, in.name)
 		}
 	}
 	p.metrics.ConflictingClaims.Set(float64(p.claims.conflicting))
-	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal)))
-	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(float64(len(p.noLocalExternal)))
+	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal.internal)))
+	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(float64(len(p.noLocal.external)))
 	return changes
 }
 

@@ -21,24 +21,24 @@ import (
 // A port that cannot be opened is reported once, with an Event, and tried
 // again at every sync.
 func (p *Proxier) syncHealthChecks() {
-	if !p.healthDirty || p.cfg.ServeNoHealthChecks {
+	if !p.checks.dirty || p.cfg.ServeNoHealthChecks {
 		return
 	}
-	failed := p.svcHealth.Sync(p.healthChecks)
-	p.healthDirty = len(failed) > 0
+	failed := p.checks.server.Sync(p.checks.want)
+	p.checks.dirty = len(failed) > 0
 	for name, err := range failed {
-		if p.healthFailed[name] {
+		if p.checks.failed[name] {
 			continue
 		}
-		p.healthFailed[name] = true
+		p.checks.failed[name] = true
 		p.log.Warn("cannot serve a Service's health check; retrying at every sync", zap.String("service", name.String()), zap.Error(err))
 		if svc := p.changeTracker.service(name); svc != nil {
 			p.events.Eventf(svc, nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Sync", "kube-ipvs-proxy: %v", err)
 		}
 	}
-	for name := range p.healthFailed {
+	for name := range p.checks.failed {
 		if failed[name] == nil {
-			delete(p.healthFailed, name)
+			delete(p.checks.failed, name)
 		}
 	}
 }
@@ -69,7 +69,7 @@ func (p *Proxier) rewriteGlue(g *glue.Glue) { p.rewriteGlueWith(g, g.Rewrite) }
 
 // rewriteGlueWith is rewriteGlue with Rewrite or RewriteAhead.
 func (p *Proxier) rewriteGlueWith(g *glue.Glue, rewrite func() (bool, glue.Times, error)) {
-	if p.setupStatus.Failing(setupKey) {
+	if p.setup.status.Failing(setupKey) {
 		return
 	}
 	_, t, err := rewrite()
@@ -99,14 +99,14 @@ func (p *Proxier) syncGlue() {
 
 // glueInput is what fam's chains depend on now.
 func (p *Proxier) glueInput(fam desired.Family) glue.Input {
-	if p.blockedDirty {
-		p.blocked = nil // a new slice: the glue keeps the last one it was given
-		for _, list := range p.nodeBlocked {
-			p.blocked = append(p.blocked, list...)
+	if p.blocked.dirty {
+		p.blocked.all = nil // a new slice: the glue keeps the last one it was given
+		for _, list := range p.blocked.byService {
+			p.blocked.all = append(p.blocked.all, list...)
 		}
-		slices.SortFunc(p.blocked, glue.CompareEntries)
-		p.blocked = slices.Compact(p.blocked)
-		p.blockedDirty = false
+		slices.SortFunc(p.blocked.all, glue.CompareEntries)
+		p.blocked.all = slices.Compact(p.blocked.all)
+		p.blocked.dirty = false
 	}
 	in := glue.Input{InUse: map[string]bool{}, PodCIDR: p.nodeIPs.current.PodCIDR[fam]}
 	for _, s := range glue.Sets() {
@@ -114,7 +114,7 @@ func (p *Proxier) glueInput(fam desired.Family) glue.Input {
 			in.InUse[s] = true
 		}
 	}
-	for _, e := range p.blocked {
+	for _, e := range p.blocked.all {
 		if fam.Holds(e.IP) {
 			in.NodeBlocked = append(in.NodeBlocked, e)
 		}

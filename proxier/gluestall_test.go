@@ -45,7 +45,7 @@ func proxierPastFirstSync(t *testing.T) (*Proxier, fakekernel.Kernel, *iptables.
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
-	if p.setupStatus.Failing(setupKey) {
+	if p.setup.status.Failing(setupKey) {
 		t.Fatal("the first sync failed")
 	}
 	return p, k, ipt, health
@@ -98,7 +98,7 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the Service waits for iptables:\n%s", d)
 	}
-	f, failing := p.setupStatus.Failure(setupKey)
+	f, failing := p.setup.status.Failure(setupKey)
 	if !failing || f.Attempts != 1 {
 		t.Fatalf("the failed chains are not retried as the setup: %+v", f)
 	}
@@ -121,16 +121,16 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	}
 	// A retry that fails again waits longer.
 	first := time.Until(f.RetryAt)
-	p.setupStatus.RetryNow(setupKey)
+	p.setup.status.RetryNow(setupKey)
 	p.SyncNow()
-	if f, failing = p.setupStatus.Failure(setupKey); !failing || f.Attempts != 2 || time.Until(f.RetryAt) <= first {
+	if f, failing = p.setup.status.Failure(setupKey); !failing || f.Attempts != 2 || time.Until(f.RetryAt) <= first {
 		t.Fatalf("second failure %+v: its retry must be further off than %s", f, first)
 	}
 
 	ipt.SetHook(nil)
-	p.setupStatus.RetryNow(setupKey)
+	p.setup.status.RetryNow(setupKey)
 	p.SyncNow()
-	if p.setupStatus.Failing(setupKey) {
+	if p.setup.status.Failing(setupKey) {
 		t.Fatal("the retry did not succeed")
 	}
 	if c := ipt.Dump(); !strings.Contains(c, externalRule) || !strings.Contains(c, "--match-set KUBE-EXTERNAL-IP-LOCAL") {
@@ -173,7 +173,7 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	}
 	t.Cleanup(release)
 	ipt.SetHook(oplog.Hang(hang, "save", "restore"))
-	p.setupStatus.RetryNow(setupKey)
+	p.setup.status.RetryNow(setupKey)
 	for i, vip := range []string{"192.0.2.11", "192.0.2.12"} {
 		p.OnServiceAdd(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip))
 		syncWithin(t, p)
@@ -181,20 +181,20 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 			t.Fatalf("%s waits for a hung iptables:\n%s", vip, d)
 		}
 	}
-	if p.setupRetry == nil {
+	if p.setup.retry == nil {
 		t.Fatal("the due retry was not started")
 	}
 
 	release()
 	ipt.SetHook(nil)
 	p.SyncNow() // collects the retry killed at its deadline
-	if f, failing := p.setupStatus.Failure(setupKey); !failing || f.Attempts != 2 {
+	if f, failing := p.setup.status.Failure(setupKey); !failing || f.Attempts != 2 {
 		t.Fatalf("the hung retry is not recorded as a failure: %+v", f)
 	}
-	p.setupStatus.RetryNow(setupKey)
+	p.setup.status.RetryNow(setupKey)
 	syncWithin(t, p) // starts the retry
 	p.SyncNow()      // and collects it
-	if p.setupStatus.Failing(setupKey) {
+	if p.setup.status.Failing(setupKey) {
 		t.Fatal("the retry did not succeed")
 	}
 	if c := ipt.Dump(); !strings.Contains(c, externalRule) {
@@ -209,8 +209,8 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	ipt.SetHook(oplog.FailWith(errors.New("iptables-save: killed at its deadline"), "save", "restore"))
-	p.earlySetup = make(chan error, 1)
-	p.earlySetup <- p.setupKernel(false)
+	p.setup.early = make(chan error, 1)
+	p.setup.early <- p.setupKernel(false)
 	hang := make(chan struct{})
 	defer close(hang)
 	ipt.SetHook(oplog.Hang(hang, "save", "restore"))
@@ -222,7 +222,7 @@ func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the first sync did not program the Service:\n%s", d)
 	}
-	if f, failing := p.setupStatus.Failure(setupKey); !failing || f.Attempts != 1 {
+	if f, failing := p.setup.status.Failure(setupKey); !failing || f.Attempts != 1 {
 		t.Fatalf("the early setup's failure is not retried with backoff: %+v", f)
 	}
 }

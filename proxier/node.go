@@ -176,8 +176,8 @@ func (p *Proxier) refreshNodeIPs() error {
 // finds them in, and an external IP the node holds would be bound to
 // kube-ipvs0.
 func (p *Proxier) waitForNodeAddrs(err error) {
-	backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.failures, 10))
-	p.failures++
+	backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.drift.failures, 10))
+	p.drift.failures++
 	p.runner.RetryAt(time.Now().Add(backoff))
 	p.metrics.SyncFailuresTotal.Inc()
 	p.log.Error("could not list the node's addresses; nothing is written until they are read", zap.Error(err), zap.Duration("retryIn", backoff))

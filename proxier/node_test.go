@@ -68,17 +68,17 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	// An address appears: at the next drift check, the NodePort Service
 	// alone is recomputed and gets a virtual server there.
 	addrs.Set(nil, a, b)
-	p.needFull = true
+	p.drift.needFull = true
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k, "add-vs 192.168.7.1:30080/TCP")
 	addrs.Set(nil, b)
-	p.needFull = true
+	p.drift.needFull = true
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k, "delete-vs 10.0.2.15:30080/TCP")
 
 	// A failed listing keeps the addresses in use.
 	addrs.Set(errors.New("netlink: no buffer space"))
-	p.needFull = true
+	p.drift.needFull = true
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k)
 
@@ -93,7 +93,7 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	}
 	// --bind-address overrides the Node's primary address of its family.
 	p.cfg.PrimaryOverride = b
-	p.needFull = true
+	p.drift.needFull = true
 	p.SyncNow()
 	if got, want := virtualServers(), []string{"10.96.0.10:80/TCP", "10.96.0.11:80/TCP", "192.168.7.1:30080/TCP"}; !slices.Equal(got, want) {
 		t.Fatalf("with primary %s from --bind-address: virtual servers %v, want %v", b, got, want)
@@ -206,7 +206,7 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 	if ops := k.Ops(); len(ops) != 0 {
 		t.Fatalf("wrote %q with no node address list", ops)
 	}
-	if !p.lastFull.IsZero() {
+	if !p.drift.lastFull.IsZero() {
 		t.Fatal("the first sync counted as done without the node's addresses")
 	}
 	addrs.Set(nil, node)

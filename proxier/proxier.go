@@ -93,51 +93,25 @@ type Proxier struct {
 	// now is the clock of retry delays, the reconciler's too.
 	now func() time.Time
 
-	// Owned by the sync goroutine.
-	lastFull time.Time
-	// needFull forces a drift check at the next sync.
-	needFull bool
-	// After a failed kernel read the drift check is retried at fullAt,
-	// with backoff.
-	fullAt   time.Time
-	failures int
-	// setupStatus is the status of setupKernel's work, retried like a
-	// kernel object; its one key is setupKey.
-	setupStatus status.Table[string]
-	// setupRetry delivers the outcome of a setup retry running on its own
-	// goroutine (retrySetup); nil when none runs. setupMu makes setups
-	// one at a time.
-	setupRetry chan error
-	setupMu    sync.Mutex
-	problems   map[types.NamespacedName]string
+	// drift is when the next drift check runs; owned by the sync goroutine.
+	drift driftSchedule
+	// setup is the kernel setup's progress and status.
+	setup    kernelSetup
+	problems map[types.NamespacedName]string
 	// claims decides which Service gets a virtual server two want.
 	claims *claims
-	// noLocal and noLocalExternal hold the Services whose internal or
-	// external traffic policy Local finds no endpoint on this node.
-	noLocal, noLocalExternal map[types.NamespacedName]bool
-	// nodeBlocked holds each Service's load-balancer VIP:ports the node
-	// may not reach, for the glue; blocked is all of them, sorted, rebuilt
-	// when blockedDirty.
-	nodeBlocked  map[types.NamespacedName][]ipset.Entry
-	blocked      []ipset.Entry
-	blockedDirty bool
+	// noLocal holds the Services whose traffic policy Local finds no
+	// endpoint on this node.
+	noLocal noLocalEndpoints
+	// blocked holds the load-balancer VIP:ports the node may not reach,
+	// for the glue.
+	blocked blockedVIPs
 	// setsInUse are the ipsets some Service wants an entry in, as of the
 	// last record.
 	setsInUse map[string]bool
 	nodeIPs   nodeIPs
-	// healthChecks are the LoadBalancer health checks to serve, and
-	// svcHealth serves them; healthDirty says they changed, or a port
-	// could not be opened, since the server last took them.
-	healthChecks map[types.NamespacedName]svchealth.Service
-	healthDirty  bool
-	healthFailed map[types.NamespacedName]bool
-	svcHealth    *svchealth.Server
-	// earlySetup delivers the result of the kernel setup Run starts while
-	// the informers list; nil once a sync has taken it, or without Run.
-	earlySetup chan error
-	// setUp says setupKernel has succeeded once, so the first sync need not
-	// set the kernel up again.
-	setUp bool
+	// checks are the LoadBalancers' health checks.
+	checks healthChecks
 	// critical tracks the critical Services alone, fed by their own small
 	// informers (see Critical), until the cluster-wide caches have synced;
 	// then criticalStop is closed and critical set to nil.
@@ -149,15 +123,13 @@ type Proxier struct {
 func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metrics.Metrics, events EventRecorder) *Proxier {
 	p := &Proxier{
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events, now: time.Now,
-		problems:        map[types.NamespacedName]string{},
-		claims:          newClaims(),
-		noLocal:         map[types.NamespacedName]bool{},
-		noLocalExternal: map[types.NamespacedName]bool{},
-		nodeBlocked:     map[types.NamespacedName][]ipset.Entry{},
-		healthChecks:    map[types.NamespacedName]svchealth.Service{},
-		healthFailed:    map[types.NamespacedName]bool{},
-		svcHealth:       svchealth.New(func() bool { ok, _ := health.Healthy(); return ok }),
-		setupStatus:     status.NewTable[string](status.KindSetup, cmp.Or(cfg.SyncPeriod, reconciler.DefaultRetryMax)),
+		problems: map[types.NamespacedName]string{},
+		claims:   newClaims(),
+		noLocal:  noLocalEndpoints{internal: map[types.NamespacedName]bool{}, external: map[types.NamespacedName]bool{}},
+		blocked:  blockedVIPs{byService: map[types.NamespacedName][]ipset.Entry{}},
+		checks: healthChecks{want: map[types.NamespacedName]svchealth.Service{}, failed: map[types.NamespacedName]bool{},
+			server: svchealth.New(func() bool { ok, _ := health.Healthy(); return ok })},
+		setup: kernelSetup{status: status.NewTable[string](status.KindSetup, cmp.Or(cfg.SyncPeriod, reconciler.DefaultRetryMax))},
 	}
 	var names []string
 	for _, s := range p.sets() {
@@ -213,7 +185,7 @@ func (p *Proxier) queued() {
 // informers' first list, rather than on the cold start's critical path.
 func (p *Proxier) Run(ctx context.Context) {
 	done := make(chan error, 1)
-	p.earlySetup = done
+	p.setup.early = done
 	go func() {
 		start := time.Now()
 		err := p.setupKernel(false)
@@ -251,8 +223,8 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	start := time.Now()
 	// The first sync recomputes every Service and adopts the kernel before
 	// writing anything; later syncs take only the changed Services.
-	first := p.lastFull.IsZero()
-	due := p.needFull || start.Sub(p.lastFull) >= p.cfg.SyncPeriod || !p.fullAt.IsZero() && !start.Before(p.fullAt)
+	first := p.drift.lastFull.IsZero()
+	due := p.drift.needFull || start.Sub(p.drift.lastFull) >= p.cfg.SyncPeriod || !p.drift.fullAt.IsZero() && !start.Before(p.drift.fullAt)
 	// The node's addresses are re-read when a drift check starts, not at
 	// every sync while one runs.
 	if first || due && !p.rec.Checking() || p.nodeIPs.takeChanged() {
@@ -270,7 +242,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	setUp := p.setUp
+	setUp := p.setup.done
 	if first {
 		if !setUp {
 			setUp = p.takeEarlySetup()
@@ -309,16 +281,16 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.ConntrackErr))
 	}
 	failed := p.reportObjects(out)
-	retry := status.Earliest(out.RetryAt, p.setupStatus.NextRetry())
+	retry := status.Earliest(out.RetryAt, p.setup.status.NextRetry())
 	if err != nil {
 		// The drift check is retried after a backoff; the changes were
 		// applied all the same, except at the first sync, which wrote
 		// nothing and is repeated whole.
-		backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.failures, 10))
-		p.failures++
-		p.fullAt = time.Now().Add(backoff)
-		if retry.IsZero() || p.fullAt.Before(retry) {
-			retry = p.fullAt
+		backoff := min(p.cfg.SyncPeriod, time.Second<<min(p.drift.failures, 10))
+		p.drift.failures++
+		p.drift.fullAt = time.Now().Add(backoff)
+		if retry.IsZero() || p.drift.fullAt.Before(retry) {
+			retry = p.drift.fullAt
 		}
 		p.log.Error("kernel read failed; retrying", zap.Error(err), zap.Bool("first", first), zap.Duration("retryIn", backoff))
 	}
@@ -336,7 +308,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		go p.cfg.AfterFirstSync()
 	}
 	if full && err == nil {
-		p.lastFull, p.needFull, p.fullAt, p.failures = now, false, time.Time{}, 0
+		p.drift.lastFull, p.drift.needFull, p.drift.fullAt, p.drift.failures = now, false, time.Time{}, 0
 	}
 	for _, in := range inputs {
 		if in.change == nil {
@@ -514,13 +486,13 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 	if len(inputs) == 0 {
 		return false
 	}
-	if !p.setUp {
-		p.setUp = p.takeEarlySetup()
+	if !p.setup.done {
+		p.setup.done = p.takeEarlySetup()
 	}
-	p.setUp = p.programCritical(inputs, p.setUp)
+	p.setup.done = p.programCritical(inputs, p.setup.done)
 	out := p.rec.Outcome()
 	p.reportObjects(out)
-	if retry := status.Earliest(out.RetryAt, p.setupStatus.NextRetry()); !retry.IsZero() {
+	if retry := status.Earliest(out.RetryAt, p.setup.status.NextRetry()); !retry.IsZero() {
 		p.runner.RetryAt(retry)
 	}
 	return true

@@ -93,7 +93,7 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k, "delete-addr 10.96.0.10", "delete-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.10",
 		"delete-vs 10.96.0.10:80/TCP")
-	p.needFull = true
+	p.drift.needFull = true
 	p.SyncNow()
 	if k.IPVS.Dump() != "" || k.Links.Dump() != "" {
 		t.Fatalf("deleted service left state:\n%s\n%s", k.IPVS.Dump(), k.Links.Dump())
@@ -144,7 +144,7 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	bad := testobj.Service("10.96.0.10", testobj.Port("a", v1.ProtocolTCP, 80), testobj.Port("b", "ICMP", 81))
 	p.OnServiceAdd(bad)
 	p.SyncNow()
-	p.needFull = true // a drift check must not repeat it
+	p.drift.needFull = true // a drift check must not repeat it
 	p.SyncNow()
 	if len(*ev) != 1 || !strings.Contains((*ev)[0], "Warning InvalidService") || !strings.Contains((*ev)[0], `"ICMP"`) {
 		t.Fatalf("events %q, want one warning naming the bad protocol", *ev)
@@ -190,13 +190,13 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	// the deletion is applied all the same, the kernel is still read, and
 	// the setup is retried alone.
 	p.OnServiceDelete(web)
-	p.needFull = true
+	p.drift.needFull = true
 	ipt.SetHook(oplog.FailWith(fmt.Errorf("iptables: injected failure"), "save", "restore"))
 	p.SyncNow()
 	if k.IPVS.Dump() != "" || k.Links.Dump() != "" {
 		t.Fatalf("deletion held back by a failing setup:\n%s\n%s", k.IPVS.Dump(), k.Links.Dump())
 	}
-	if !p.setupStatus.Failing(setupKey) || p.needFull {
+	if !p.setup.status.Failing(setupKey) || p.drift.needFull {
 		t.Fatal("the drift check should have read the kernel and the setup be failed")
 	}
 	if got := failedObjects(t, p, "setup"); got != 1 {
@@ -204,9 +204,9 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	}
 
 	ipt.SetHook(nil)
-	p.setupStatus.RetryNow(setupKey)
+	p.setup.status.RetryNow(setupKey)
 	p.SyncNow()
-	if p.setupStatus.Failing(setupKey) || failedObjects(t, p, "setup") != 0 {
+	if p.setup.status.Failing(setupKey) || failedObjects(t, p, "setup") != 0 {
 		t.Fatal("the retried setup should have succeeded")
 	}
 }
@@ -226,7 +226,7 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	k.IPVS.SetHook(oplog.FailOnce("add-vs 10.96.0.10"))
 	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	p.SyncNow()
-	if !p.fullAt.IsZero() || p.needFull {
+	if !p.drift.fullAt.IsZero() || p.drift.needFull {
 		t.Fatal("a failed object must not schedule a full re-read")
 	}
 	// Another change right after is applied by a partial sync; the failed
@@ -294,7 +294,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
 
-	if p.failures != 0 || p.lastFull.IsZero() {
+	if p.drift.failures != 0 || p.drift.lastFull.IsZero() {
 		t.Fatal("the first sync failed: the critical Service's virtual server was added although the kernel had it")
 	}
 	ops := k.IPVS.TakeOps()
@@ -353,7 +353,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	p.SyncNow()
 	p.SyncNow()
 	time.Sleep(50 * time.Millisecond) // it is called on a goroutine of its own
-	if len(calls) != 0 || !p.lastFull.IsZero() {
+	if len(calls) != 0 || !p.drift.lastFull.IsZero() {
 		t.Fatalf("called %d times after first syncs that could not read the kernel", len(calls))
 	}
 	k.IPVS.SetHook(nil)

@@ -47,7 +47,7 @@ func (p *Proxier) report(in serviceInput, problems []string) {
 // are failed now, from the reconciler's outcome and the setup's status.
 // Retries in between are silent.
 func (p *Proxier) reportObjects(out reconciler.Outcome) int {
-	reports := append(out.Reports, p.setupStatus.TakeReports()...)
+	reports := append(out.Reports, p.setup.status.TakeReports()...)
 	evented := map[types.NamespacedName]bool{}
 	for i, r := range reports {
 		if i == reportsMax {
@@ -74,7 +74,7 @@ func (p *Proxier) reportObjects(out reconciler.Outcome) int {
 	}
 	total := 0
 	counts := out.Failed
-	counts[status.KindSetup] = p.setupStatus.Count()
+	counts[status.KindSetup] = p.setup.status.Count()
 	for _, kind := range status.Kinds {
 		p.metrics.FailedObjects.WithLabelValues(string(kind)).Set(float64(counts[kind]))
 		total += counts[kind]

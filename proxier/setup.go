@@ -23,11 +23,11 @@ import (
 // the chains failed, that is recorded and retried with backoff, not at
 // once, where iptables may hang again until its deadline.
 func (p *Proxier) takeEarlySetup() bool {
-	if p.earlySetup == nil {
+	if p.setup.early == nil {
 		return false
 	}
-	err := <-p.earlySetup
-	p.earlySetup = nil
+	err := <-p.setup.early
+	p.setup.early = nil
 	if err != nil && writable(err) {
 		p.recordSetup(err)
 	}
@@ -51,23 +51,23 @@ func writable(err error) bool { return err == nil || errors.As(err, new(chainsEr
 // deadline: syncs go on meanwhile, the retry triggers one when it ends, and
 // that sync records its outcome.
 func (p *Proxier) retrySetup(now time.Time, inline bool) {
-	if p.setupRetry != nil {
+	if p.setup.retry != nil {
 		select {
-		case err := <-p.setupRetry:
-			p.setupRetry = nil
+		case err := <-p.setup.retry:
+			p.setup.retry = nil
 			p.recordSetup(err)
 		default:
 			if inline {
-				p.recordSetup(<-p.setupRetry)
-				p.setupRetry = nil
+				p.recordSetup(<-p.setup.retry)
+				p.setup.retry = nil
 			} else {
 				// A drift check's failed setup set a retry time meanwhile.
-				p.setupStatus.PutOff(setupKey, now)
+				p.setup.status.PutOff(setupKey, now)
 			}
 		}
 		return
 	}
-	if !p.setupStatus.Failing(setupKey) || p.setupStatus.Waiting(setupKey, now) {
+	if !p.setup.status.Failing(setupKey) || p.setup.status.Waiting(setupKey, now) {
 		return
 	}
 	if inline {
@@ -76,9 +76,9 @@ func (p *Proxier) retrySetup(now time.Time, inline bool) {
 	}
 	// Put the next retry off while this one runs, so that syncs do not
 	// start another, nor ask the runner for one at once.
-	p.setupStatus.PutOff(setupKey, now)
+	p.setup.status.PutOff(setupKey, now)
 	done := make(chan error, 1)
-	p.setupRetry = done
+	p.setup.retry = done
 	go func() {
 		done <- p.setupKernel(false)
 		p.runner.Trigger()
@@ -92,23 +92,23 @@ func (p *Proxier) retrySetup(now time.Time, inline bool) {
 // queued change has waited longer than the health timeout, and turns 200
 // again at the first sync after iptables works.
 func (p *Proxier) markSynced() {
-	if p.setupStatus.Failing(setupKey) {
+	if p.setup.status.Failing(setupKey) {
 		return
 	}
 	p.health.Updated()
 	p.metrics.LastSyncTimestamp.SetToCurrentTime()
 }
 
-// setupKey names setupKernel's work in setupStatus.
+// setupKey names setupKernel's work in setup.status.
 const setupKey = "kube-ipvs0, ipsets and iptables chains"
 
 // recordSetup records the outcome of a setupKernel call, on the sync goroutine.
 func (p *Proxier) recordSetup(err error) {
 	if err == nil {
-		p.setupStatus.OK(setupKey)
+		p.setup.status.OK(setupKey)
 		return
 	}
-	p.setupStatus.Fail(setupKey, err, time.Now(), types.NamespacedName{})
+	p.setup.status.Fail(setupKey, err, time.Now(), types.NamespacedName{})
 }
 
 // setupKernel creates what every sync relies on: the dummy link, the ipsets
@@ -116,8 +116,8 @@ func (p *Proxier) recordSetup(err error) {
 // readBack is glue.ensure's.
 func (p *Proxier) setupKernel(readBack bool) error {
 	// A retry (retrySetup) and a drift check's setup may overlap.
-	p.setupMu.Lock()
-	defer p.setupMu.Unlock()
+	p.setup.mu.Lock()
+	defer p.setup.mu.Unlock()
 	start := time.Now()
 	var took []zap.Field
 	lap := func(what string) { took = append(took, zap.Duration(what, time.Since(start))) }

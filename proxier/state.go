@@ -12,7 +12,7 @@ import (
 // kernel setup among the failed objects. It waits for a sync in progress.
 func (p *Proxier) State(names ...types.NamespacedName) view.State {
 	p.mu.Lock()
-	setup := p.setupStatus.AppendFailed(nil)
+	setup := p.setup.status.AppendFailed(nil)
 	p.mu.Unlock()
 	s := p.rec.State(names...)
 	s.Failed = append(s.Failed, setup...)

@@ -38,7 +38,7 @@ func TestChangedServicesAreWrittenFirst(t *testing.T) {
 	small := testobj.Service("10.96.0.20", testobj.Port("", v1.ProtocolTCP, 80))
 	small.Name = "small"
 	p.OnServiceAdd(small)
-	p.needFull = true // the drift check finds big's virtual servers gone
+	p.drift.needFull = true // the drift check finds big's virtual servers gone
 	p.SyncNow()
 	ops := k.IPVS.TakeOps()
 	if len(ops) != 101 || !strings.HasPrefix(ops[0], "add-vs 10.96.0.20:80/TCP") {

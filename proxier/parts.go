@@ -1,0 +1,62 @@
+package proxier
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
+)
+
+// The named parts of a Proxier's state, each owned by the sync goroutine
+// unless its comment says otherwise.
+
+// driftSchedule is when the next drift check runs: at the sync period
+// after lastFull, at the next sync if needFull, or after a failed kernel
+// read at fullAt, with backoff by failures.
+type driftSchedule struct {
+	lastFull time.Time
+	needFull bool
+	fullAt   time.Time
+	failures int
+}
+
+// kernelSetup is the setup's progress (setupKernel): its status, retried
+// like a kernel object under its one key setupKey; the outcome of a retry
+// running on its own goroutine (retrySetup; nil when none runs); the
+// result of the setup Run starts while the informers list (early; nil once
+// a sync took it, or without Run); and whether it succeeded once (done),
+// so that the first sync need not set up again. mu makes setups one at a
+// time.
+type kernelSetup struct {
+	status status.Table[string]
+	retry  chan error
+	mu     sync.Mutex
+	early  chan error
+	done   bool
+}
+
+// noLocalEndpoints are the Services whose internal or external traffic
+// policy Local finds no endpoint on this node.
+type noLocalEndpoints struct{ internal, external map[types.NamespacedName]bool }
+
+// blockedVIPs are each Service's load-balancer VIP:ports the node may not
+// reach, and all of them sorted, rebuilt when dirty.
+type blockedVIPs struct {
+	byService map[types.NamespacedName][]ipset.Entry
+	all       []ipset.Entry
+	dirty     bool
+}
+
+// healthChecks are the LoadBalancer health checks to serve (want) and the
+// server serving them; dirty says they changed, or a port could not be
+// opened (failed), since the server last took them.
+type healthChecks struct {
+	want   map[types.NamespacedName]svchealth.Service
+	dirty  bool
+	failed map[types.NamespacedName]bool
+	server *svchealth.Server
+}
