@@ -70,6 +70,8 @@ var forbidden = map[string][]string{
 	"./view": {"ipvs", "ipset", "dummyiface", "iptables", "internal", "desired", "reconciler", "proxier", "github.com/vishvananda/netlink", "k8s.io/client-go"},
 	// Failure bookkeeping is plain data and clocks.
 	"./status": {"ipvs", "ipset", "dummyiface", "iptables", "internal", "desired", "reconciler", "proxier", "github.com/vishvananda/netlink", "k8s.io/client-go"},
+	// The other modes' leftovers are theirs: nothing of IPVS mode's state.
+	"./leftovers": {"proxier", "reconciler", "ipvs", "ipset", "dummyiface", "kubeclient", "informers", "k8s.io/client-go"},
 	// The chains are iptables' alone.
 	"./glue": {"proxier", "reconciler", "ipvs", "ipset", "dummyiface", "kubeclient", "informers", "k8s.io/client-go"},
 }

@@ -27,6 +27,7 @@ import (
 	kevents "github.com/kube-ipvs-proxy/kube-ipvs-proxy/events"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/informers"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
@@ -133,7 +134,14 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	health := healthz.New(2 * o.Proxier.SyncPeriod)
 	m := metrics.New()
 	cfg := o.Proxier
-	cfg.AfterFirstSync = afterFirstSync
+	ipts := []iptables.Interface{kernel.IPTables}
+	if kernel.IP6Tables != nil {
+		ipts = append(ipts, kernel.IP6Tables)
+	}
+	cfg.AfterFirstSync = func() {
+		afterFirstSync()
+		removeLeftovers(ctx, log.Named("leftovers"), ipts, cfg.SyncPeriod)
+	}
 	p := proxier.New(cfg, kernel, log, health, m, warnings)
 	var ipvsStats http.Handler
 	if stats, ok := kernel.IPVS.(ipvs.StatsReader); o.IPVSStats && ok {
