@@ -51,6 +51,9 @@ func (p *Proxier) syncHealthChecks() {
 // moment late was never masqueraded. Rules that go away are removed after
 // the apply, in syncGlue.
 func (p *Proxier) syncGlueAhead() {
+	if p.setup.takeover.Load() {
+		return
+	}
 	for _, g := range p.glues {
 		in, grew := g.Grow(p.glueInput(g.Family()))
 		if !grew || !g.Use(in) {
@@ -91,6 +94,12 @@ func (p *Proxier) rewriteGlueWith(g *glue.Glue, rewrite func() (bool, glue.Times
 func (p *Proxier) syncGlue() {
 	for _, g := range p.glues {
 		g.Use(p.glueInput(g.Family()))
+	}
+	if p.setup.takeover.Load() {
+		p.takeOver()
+		return
+	}
+	for _, g := range p.glues {
 		if g.Behind() {
 			p.rewriteGlue(g)
 		}

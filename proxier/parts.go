@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -30,13 +31,17 @@ type driftSchedule struct {
 // result of the setup Run starts while the informers list (early; nil once
 // a sync took it, or without Run); and whether it succeeded once (done),
 // so that the first sync need not set up again. mu makes setups one at a
-// time.
+// time. On a node where kube-proxy's iptables mode's rules still answer,
+// our chains (which replace its dispatch) wait for the first sync's apply
+// (takeover; checked: the first setup looked, under mu).
 type kernelSetup struct {
-	status status.Table[string]
-	retry  chan error
-	mu     sync.Mutex
-	early  chan error
-	done   bool
+	status   status.Table[string]
+	retry    chan error
+	mu       sync.Mutex
+	early    chan error
+	done     bool
+	checked  bool
+	takeover atomic.Bool
 }
 
 // noLocalEndpoints are the Services whose internal or external traffic

@@ -11,6 +11,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/leftovers"
 )
 
 // What every sync relies on and no API object decides: the dummy link, the
@@ -134,6 +136,13 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		}
 	}
 	lap("sets")
+	if !p.setup.checked {
+		p.setup.checked = true
+		p.setup.takeover.Store(p.iptablesModeAnswers())
+	}
+	if p.setup.takeover.Load() {
+		return nil // the chains follow the first apply (takeOver)
+	}
 	for _, g := range p.glues {
 		if g.Guessing() {
 			// Every cluster has default/kubernetes: an IPv4 cluster IP is
@@ -172,3 +181,29 @@ func (p *Proxier) sets() []ipset.Set {
 // setupWithReadBack is the kernel setup a drift check runs before its read:
 // it also reads the iptables payload back, to repair it if it changed.
 func (p *Proxier) setupWithReadBack() error { return p.setupKernel(true) }
+
+// iptablesModeAnswers says whether kube-proxy's iptables mode's rules still
+// dispatch Services on this node: its chains are in the chains we share by
+// name. Our chains would replace that dispatch before IPVS is programmed,
+// so until the first apply they wait (takeOver).
+func (p *Proxier) iptablesModeAnswers() bool {
+	for _, ipt := range []iptables.Interface{p.kernel.IPTables, p.kernel.IP6Tables} {
+		if ipt == nil {
+			continue
+		}
+		if saved, err := ipt.Save(); err == nil && leftovers.IPTablesModeAnswers(saved) {
+			p.log.Info("kube-proxy's iptables mode still answers for Services; our chains follow the first sync's IPVS objects")
+			return true
+		}
+	}
+	return false
+}
+
+// takeOver ends the wait of a takeover from iptables mode, once the first
+// sync has programmed IPVS: the setup, run again, writes our chains, and
+// from then on IPVS answers.
+func (p *Proxier) takeOver() {
+	if p.setup.takeover.Swap(false) {
+		p.recordSetup(p.setupKernel(false))
+	}
+}
