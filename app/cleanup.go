@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
@@ -16,7 +17,7 @@ import (
 // apiserver. A part of the kernel it cannot open (no IPVS module, no
 // ip6tables) holds nothing of ours, and is skipped with one line.
 func cleanup(log *zap.Logger, excluded []netip.Prefix) error {
-	k := proxier.CleanupKernel{Link: dummyiface.NewNetlink(dummyiface.DefaultLinkName)}
+	k := proxier.CleanupKernel{Link: dummyiface.NewNetlink(dummyiface.DefaultLinkName), Conntrack: conntrack.Netlink{}}
 	if v, err := ipvs.NewNetlink(); err == nil {
 		defer v.Close()
 		k.IPVS = v

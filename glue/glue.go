@@ -16,6 +16,10 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
+// FirewallJumpComment marks our jumps to KUBE-PROXY-FIREWALL, a chain
+// kube-proxy's iptables mode jumps to as well, with a comment of its own.
+const FirewallJumpComment = "kube-proxy firewall rules"
+
 // jumpRule is one rule in a built-in chain that hands packets to our chains.
 type jumpRule struct {
 	table, chain string
@@ -35,9 +39,9 @@ func jumpRules() []jumpRule {
 		j("nat", "OUTPUT", "kubernetes service portals", "KUBE-SERVICES"),
 		j("nat", "POSTROUTING", "kubernetes postrouting rules", "KUBE-POSTROUTING"),
 		j("filter", "INPUT", "kubernetes ipvs access filter", "KUBE-IPVS-FILTER"),
-		j("filter", "INPUT", "kube-proxy firewall rules", "KUBE-PROXY-FIREWALL"),
+		j("filter", "INPUT", FirewallJumpComment, "KUBE-PROXY-FIREWALL"),
 		j("filter", "INPUT", "kubernetes health check rules", "KUBE-NODE-PORT"),
-		j("filter", "FORWARD", "kube-proxy firewall rules", "KUBE-PROXY-FIREWALL"),
+		j("filter", "FORWARD", FirewallJumpComment, "KUBE-PROXY-FIREWALL"),
 		j("filter", "FORWARD", "kubernetes forwarding rules", "KUBE-FORWARD"),
 		j("filter", "OUTPUT", "kubernetes ipvs access filter", "KUBE-IPVS-OUT-FILTER"),
 	}

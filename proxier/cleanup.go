@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/leftovers"
 )
 
 // CleanupKernel is what Cleanup removes objects from; a nil part is skipped
@@ -20,6 +22,8 @@ type CleanupKernel struct {
 	Link     interface{ DeleteLink() error }
 	Sets     interface{ Destroy(set string) error }
 	IPTables []iptables.Interface // IPv4 and IPv6
+	// Conntrack forgets the UDP flows to the removed virtual servers.
+	Conntrack conntrack.Interface
 }
 
 // Cleanup removes what IPVS mode leaves in the kernel (--cleanup): our
@@ -28,6 +32,11 @@ type CleanupKernel struct {
 // its addresses, and our ipsets, the KUBE-6- ones too. It runs in that
 // order, since a set cannot go while a rule matches on it, and again finds
 // nothing to do.
+//
+// The UDP flows to the removed virtual servers are forgotten too: a
+// client's next datagram on the same source port would otherwise match
+// the flow's conntrack entry, skip the NAT rules of whatever proxy now
+// runs (kube-proxy's iptables mode, after a rollback) and be refused.
 func Cleanup(k CleanupKernel, excluded []netip.Prefix) error {
 	var errs []error
 	for _, ipt := range k.IPTables {
@@ -50,6 +59,7 @@ func Cleanup(k CleanupKernel, excluded []netip.Prefix) error {
 			}
 		}
 		errs = append(errs, k.IPVS.Write(ops)...)
+		errs = append(errs, forgetUDPFlows(k.Conntrack, ops))
 	}
 	if k.Link != nil {
 		errs = append(errs, k.Link.DeleteLink())
@@ -62,15 +72,64 @@ func Cleanup(k CleanupKernel, excluded []netip.Prefix) error {
 	return errors.Join(errs...)
 }
 
+// forgetUDPFlows deletes the conntrack entries of UDP flows to the
+// virtual servers deleted by ops, one pass per family.
+func forgetUDPFlows(ct conntrack.Interface, ops []ipvs.Op) error {
+	if ct == nil {
+		return nil
+	}
+	byFamily := map[bool][]conntrack.Stale{}
+	for _, op := range ops {
+		if k := op.VS.Key; k.Protocol == ipvs.UDP {
+			byFamily[k.Address.Is4()] = append(byFamily[k.Address.Is4()], conntrack.Stale{VIP: netip.AddrPortFrom(k.Address, k.Port)})
+		}
+	}
+	var errs []error
+	for _, stale := range byFamily {
+		_, err := ct.Clear(stale)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // cleanupPayload is the iptables-restore input that deletes, from an
 // iptables-save output, the rules jumping to our chains and then the
-// chains themselves; nil when none is there.
+// chains themselves; nil when none is there. In a table where kube-proxy's
+// iptables mode runs (after a rollback to it), the chains it shares with
+// us by name hold its rules, and stay with the jumps to them; only our
+// rules on our sets go from them (iptables mode uses no ipset).
 func cleanupPayload(saved string) []byte {
 	var b strings.Builder
-	table, any := "", false
+	table := ""
 	var deletes, present []string
-	flush := func() {
-		if len(deletes)+len(present) > 0 {
+	iptablesMode := false
+	ours := func(chain string) bool {
+		return slices.Contains(glue.Chains[table], chain) && !(iptablesMode && leftovers.SharedWithIPTablesMode(table, chain))
+	}
+	for _, line := range strings.Split(saved, "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table, deletes, present, iptablesMode = line[1:], nil, nil, false
+		case strings.HasPrefix(line, ":"):
+			chain, _, _ := strings.Cut(line[1:], " ")
+			present = append(present, chain)
+			iptablesMode = iptablesMode || leftovers.IPTablesModeChain(table, chain)
+		case strings.HasPrefix(line, "-A "):
+			f := strings.Fields(line)
+			target := f[len(f)-1]
+			ourFirewallJump := target == "KUBE-PROXY-FIREWALL" && strings.Contains(line, glue.FirewallJumpComment)
+			jumpsToOurs := f[len(f)-2] == "-j" && (ours(target) || ourFirewallJump) && !ours(f[1])
+			// A shared chain iptables mode has not rewritten yet (its
+			// other family still syncing) holds our rules on our sets.
+			ourRuleInShared := iptablesMode && leftovers.SharedWithIPTablesMode(table, f[1]) && strings.Contains(line, "--match-set KUBE-")
+			if jumpsToOurs || ourRuleInShared {
+				deletes = append(deletes, "-D "+line[len("-A "):])
+			}
+		case line == "COMMIT":
+			present = slices.DeleteFunc(present, func(c string) bool { return !ours(c) })
+			if len(deletes)+len(present) == 0 {
+				continue
+			}
 			fmt.Fprintf(&b, "*%s\n", table)
 			for _, d := range deletes {
 				b.WriteString(d + "\n")
@@ -82,30 +141,9 @@ func cleanupPayload(saved string) []byte {
 				fmt.Fprintf(&b, "-X %s\n", c)
 			}
 			b.WriteString("COMMIT\n")
-			any = true
-		}
-		deletes, present = nil, nil
-	}
-	for _, line := range strings.Split(saved, "\n") {
-		switch {
-		case strings.HasPrefix(line, "*"):
-			table = line[1:]
-		case line == "COMMIT":
-			flush()
-		case strings.HasPrefix(line, ":"):
-			chain, _, _ := strings.Cut(line[1:], " ")
-			if slices.Contains(glue.Chains[table], chain) {
-				present = append(present, chain)
-			}
-		case strings.HasPrefix(line, "-A "):
-			f := strings.Fields(line)
-			target := f[len(f)-1]
-			if f[len(f)-2] == "-j" && slices.Contains(glue.Chains[table], target) && !slices.Contains(glue.Chains[table], f[1]) {
-				deletes = append(deletes, "-D "+line[len("-A "):])
-			}
 		}
 	}
-	if !any {
+	if b.Len() == 0 {
 		return nil
 	}
 	return []byte(b.String())
