@@ -161,7 +161,9 @@ func expectClientSeen(t *testing.T, client *framework.Pod, to netip.AddrPort, po
 // loopResult is what a client loop saw.
 type loopResult struct {
 	requests, failed int64
-	first            error // the first failure
+	slow             int64       // answered, after over a second (a SYN sent again, say)
+	first            error       // the first failure
+	failedAt         []time.Time // when each failed request was sent
 }
 
 // clientLoop calls ask, pausing every between calls, until the returned
@@ -178,14 +180,19 @@ func clientLoop(every time.Duration, ask func() error) (stop func() loopResult) 
 				return
 			default:
 			}
+			sent := time.Now()
 			err := ask()
 			mu.Lock()
 			res.requests++
-			if err != nil {
+			switch {
+			case err != nil:
 				res.failed++
+				res.failedAt = append(res.failedAt, sent)
 				if res.first == nil {
 					res.first = err
 				}
+			case time.Since(sent) > time.Second:
+				res.slow++
 			}
 			mu.Unlock()
 			time.Sleep(every)

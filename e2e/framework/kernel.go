@@ -125,7 +125,8 @@ func chainOrder(saved string) string {
 }
 
 // CleanKernel removes every trace of a service proxy: iptables chains and
-// jumps, ipsets, the IPVS table and kube-ipvs0. Only for tests.
+// jumps, ipsets, the IPVS table, kube-ipvs0 and the nftables mode's
+// tables. Only for tests.
 func CleanKernel() error {
 	for _, tool := range []string{"iptables", "ip6tables"} {
 		saved, err := Output(tool + "-save")
@@ -159,5 +160,9 @@ func CleanKernel() error {
 		return fmt.Errorf("ipvsadm -C: %w: %s", err, out)
 	}
 	_ = exec.Command("ip", "link", "del", "kube-ipvs0").Run()
+	// kube-proxy's nftables mode keeps everything in its own tables.
+	for _, family := range []string{"ip", "ip6"} {
+		_ = exec.Command("nft", "delete", "table", family, "kube-proxy").Run()
+	}
 	return nil
 }

@@ -336,18 +336,62 @@ func (p *Pod) SCTP(to netip.AddrPort, timeout time.Duration) (string, error) {
 			return "", err
 		}
 	}
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())}); err != nil {
+	// A socket with a timeout is not restarted after a signal (the Go
+	// runtime's preemption): an interrupted connect goes on in the kernel,
+	// and is waited for; an interrupted send or receive is repeated.
+	deadline := time.Now().Add(timeout)
+	err = unix.Connect(fd, &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())})
+	if err == unix.EINTR {
+		err = awaitConnect(fd, deadline)
+	}
+	if err != nil {
 		return "", fmt.Errorf("sctp connect %s: %w", to, err)
 	}
-	if _, err := unix.Write(fd, []byte("who")); err != nil {
+	if _, err := retryEINTR(func() (int, error) { return unix.Write(fd, []byte("who")) }); err != nil {
 		return "", fmt.Errorf("sctp send: %w", err)
 	}
 	buf := make([]byte, 256)
-	n, err := unix.Read(fd, buf)
+	n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf) })
 	if err != nil {
 		return "", fmt.Errorf("sctp receive: %w", err)
 	}
 	return string(buf[:n]), nil
+}
+
+// awaitConnect waits until deadline for a connect under way on fd to end,
+// and returns its outcome.
+func awaitConnect(fd int, deadline time.Time) error {
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return unix.ETIMEDOUT
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, int(left.Milliseconds())+1)
+		if err == unix.EINTR || (err == nil && n == 0) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if errno, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || errno != 0 {
+			if err != nil {
+				return err
+			}
+			return unix.Errno(errno)
+		}
+		return nil
+	}
+}
+
+// retryEINTR repeats a send or receive a signal interrupted before it
+// moved any data.
+func retryEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // socket creates a socket in the pod's namespace.

@@ -73,7 +73,12 @@ func OursArgs(e *Env, extra ...string) []string {
 
 // StartUpstream runs kube-proxy v1.34 in IPVS mode, the oracle.
 func StartUpstream(e *Env, name string, extra ...string) (*Process, error) {
-	args := append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "--proxy-mode", "ipvs"}, extra...)
+	return StartUpstreamMode(e, name, "ipvs", extra...)
+}
+
+// StartUpstreamMode runs kube-proxy v1.34 in mode: ipvs, iptables or nftables.
+func StartUpstreamMode(e *Env, name, mode string, extra ...string) (*Process, error) {
+	args := append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "--proxy-mode", mode}, extra...)
 	return Start(e, name, filepath.Join(e.KBin, "kube-proxy"), args...)
 }
 
