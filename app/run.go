@@ -138,11 +138,15 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	if kernel.IP6Tables != nil {
 		ipts = append(ipts, kernel.IP6Tables)
 	}
+	var p *proxier.Proxier
 	cfg.AfterFirstSync = func() {
 		afterFirstSync()
+		if !p.IPTablesModeLeft() {
+			ipts = nil // nothing to look for: spare the node two iptables-save runs
+		}
 		removeLeftovers(ctx, log.Named("leftovers"), ipts, cfg.SyncPeriod)
 	}
-	p := proxier.New(cfg, kernel, log, health, m, warnings)
+	p = proxier.New(cfg, kernel, log, health, m, warnings)
 	var ipvsStats http.Handler
 	if stats, ok := kernel.IPVS.(ipvs.StatsReader); o.IPVSStats && ok {
 		ipvsStats = metrics.IPVSStats{Read: stats.Stats, Owners: p.VirtualServerOwners}.Handler()

@@ -66,12 +66,14 @@ func (e NotYet) Error() string {
 	return fmt.Sprintf("%s chain %s still jumps to %s: ours are not written yet", e.Table, e.Chain, e.Target)
 }
 
-// IPTablesModeAnswers says whether, in one family's iptables-save output,
-// a chain we share with iptables mode still jumps to one of its own: its
-// rules still dispatch Services there.
-func IPTablesModeAnswers(saved []byte) bool {
-	_, _, err := iptablesPayload(string(saved))
-	return errors.As(err, new(NotYet))
+// IPTablesMode is what one family's iptables-save output holds of
+// kube-proxy's iptables mode: any of its chains (left), and whether a chain
+// we share with it still jumps to one of its own, so that its rules still
+// dispatch Services there (answers).
+func IPTablesMode(saved []byte) (left, answers bool) {
+	payload, _, err := iptablesPayload(string(saved))
+	answers = errors.As(err, new(NotYet))
+	return answers || payload != nil, answers
 }
 
 // iptablesPayload is the iptables-restore input that removes, from one

@@ -174,3 +174,20 @@ func TestRemoveBothModesLeftovers(t *testing.T) {
 		t.Errorf("nftables tables left: %v; want only ip other", nft)
 	}
 }
+
+func TestIPTablesModeSeenAndAnswering(t *testing.T) {
+	answering := strings.Replace(afterSwitch, "-A KUBE-SVC-ABC", "-A KUBE-SERVICES -d 10.96.0.10/32 -j KUBE-SVC-ABC\n-A KUBE-SVC-ABC", 1)
+	for _, c := range []struct {
+		name          string
+		saved         string
+		left, answers bool
+	}{
+		{"after our first sync", afterSwitch, true, false},
+		{"before it", answering, true, true},
+		{"IPVS mode alone", ipvsOnly, false, false},
+	} {
+		if left, answers := IPTablesMode([]byte(c.saved)); left != c.left || answers != c.answers {
+			t.Errorf("%s: left %v, answers %v; want %v, %v", c.name, left, answers, c.left, c.answers)
+		}
+	}
+}

@@ -33,15 +33,17 @@ type driftSchedule struct {
 // so that the first sync need not set up again. mu makes setups one at a
 // time. On a node where kube-proxy's iptables mode's rules still answer,
 // our chains (which replace its dispatch) wait for the first sync's apply
-// (takeover; checked: the first setup looked, under mu).
+// (takeover). checked says the first setup looked, under mu, and
+// iptablesMode whether it found any of that mode's chains.
 type kernelSetup struct {
-	status   status.Table[string]
-	retry    chan error
-	mu       sync.Mutex
-	early    chan error
-	done     bool
-	checked  bool
-	takeover atomic.Bool
+	status       status.Table[string]
+	retry        chan error
+	mu           sync.Mutex
+	early        chan error
+	done         bool
+	checked      bool
+	takeover     atomic.Bool
+	iptablesMode atomic.Bool
 }
 
 // noLocalEndpoints are the Services whose internal or external traffic

@@ -138,7 +138,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 	lap("sets")
 	if !p.setup.checked {
 		p.setup.checked = true
-		p.setup.takeover.Store(p.iptablesModeAnswers())
+		p.lookForIPTablesMode()
 	}
 	if p.setup.takeover.Load() {
 		return nil // the chains follow the first apply (takeOver)
@@ -182,22 +182,33 @@ func (p *Proxier) sets() []ipset.Set {
 // it also reads the iptables payload back, to repair it if it changed.
 func (p *Proxier) setupWithReadBack() error { return p.setupKernel(true) }
 
-// iptablesModeAnswers says whether kube-proxy's iptables mode's rules still
-// dispatch Services on this node: its chains are in the chains we share by
-// name. Our chains would replace that dispatch before IPVS is programmed,
-// so until the first apply they wait (takeOver).
-func (p *Proxier) iptablesModeAnswers() bool {
+// lookForIPTablesMode reads, once, what kube-proxy's iptables mode left on
+// this node. Where its rules still dispatch Services (its chains are in the
+// chains we share by name), ours would replace that dispatch before IPVS is
+// programmed, so until the first apply they wait (takeOver).
+func (p *Proxier) lookForIPTablesMode() {
 	for _, ipt := range []iptables.Interface{p.kernel.IPTables, p.kernel.IP6Tables} {
 		if ipt == nil {
 			continue
 		}
-		if saved, err := ipt.Save(); err == nil && leftovers.IPTablesModeAnswers(saved) {
+		saved, err := ipt.Save()
+		if err != nil {
+			continue // the glue's own save reports it
+		}
+		left, answers := leftovers.IPTablesMode(saved)
+		if left {
+			p.setup.iptablesMode.Store(true)
+		}
+		if answers && !p.setup.takeover.Load() {
 			p.log.Info("kube-proxy's iptables mode still answers for Services; our chains follow the first sync's IPVS objects")
-			return true
+			p.setup.takeover.Store(true)
 		}
 	}
-	return false
 }
+
+// IPTablesModeLeft says whether the first kernel setup found chains of
+// kube-proxy's iptables mode, for the command to remove after the first sync.
+func (p *Proxier) IPTablesModeLeft() bool { return p.setup.iptablesMode.Load() }
 
 // takeOver ends the wait of a takeover from iptables mode, once the first
 // sync has programmed IPVS: the setup, run again, writes our chains, and

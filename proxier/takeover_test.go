@@ -55,8 +55,16 @@ func TestTakeoverFromIPTablesModeWritesChainsAfterIPVS(t *testing.T) {
 	if dump := ipt.Dump(); strings.Contains(dump, "-j KUBE-SVC-WEB") || !strings.Contains(dump, "KUBE-CLUSTER-IP") {
 		t.Errorf("after the first sync KUBE-SERVICES is not ours:\n%s", dump)
 	}
+	if !p.IPTablesModeLeft() {
+		t.Error("iptables mode's chains not noticed")
+	}
 	// On a node with our chains alone, the next start writes them at once.
-	if p.iptablesModeAnswers() {
+	again, _, ipt2, _ := newTestProxier(t)
+	if err := ipt2.Restore([]byte(ipt.Dump())); err != nil {
+		t.Fatal(err)
+	}
+	again.lookForIPTablesMode()
+	if again.setup.takeover.Load() {
 		t.Error("our own chains were taken for iptables mode's")
 	}
 }
