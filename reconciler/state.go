@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -26,7 +27,9 @@ func (r *Reconciler) State(names ...types.NamespacedName) view.State {
 			names = append(names, n)
 		}
 	}
-	slices.SortFunc(names, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(names, func(a, b types.NamespacedName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	out := view.State{Services: []view.Service{}, Failed: r.failedLocked()}
 	for _, n := range names {
 		if st, ok := r.byService[n]; ok {
