@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -20,6 +21,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
 )
 
 // TestKillUnderChurn: while 20 Services' endpoints change about 50 times a
@@ -413,6 +416,19 @@ func TestAFullSetRefusesAnEntry(t *testing.T) {
 	}
 	if !hasVirtualServer(t, ipvs.Key{Address: entry.IP, Protocol: ipvs.TCP, Port: 80}) || !hasAddress(t, entry.IP) {
 		t.Error("the Service's virtual server or address waits for its refused entry")
+	}
+	// status names the refused entry with its error and next retry, and exits 1.
+	out, code := runOurs(t, "status", "-o", "json", "--service", ns+"/fresh")
+	var st view.State
+	if err := json.Unmarshal([]byte(out), &st); code != 1 || err != nil || len(st.Services) != 1 {
+		t.Fatalf("status -o json: exit %d (want 1), %v:\n%s", code, err, out)
+	}
+	if f := st.Services[0].Failed; len(f) != 1 || f[0].Kind != status.KindSetEntry || !strings.Contains(f[0].Object, "10.96.52.11") ||
+		f[0].Err == nil || f[0].RetryAt.IsZero() {
+		t.Errorf("status of %s/fresh: failed objects %+v; want its KUBE-CLUSTER-IP entry, with error and retry", ns, f)
+	}
+	if out, code := runOurs(t, "status", "--service", ns+"/fresh"); code != 1 || !strings.Contains(out, "set_entry") {
+		t.Errorf("status: exit %d (want 1), no set_entry in:\n%s", code, out)
 	}
 
 	for _, err := range ksets.DeleteEntries("KUBE-CLUSTER-IP", foreign) {
