@@ -24,6 +24,27 @@ type Interface interface {
 	Save() ([]byte, error)
 }
 
+// WriteRemoval appends to b one table's iptables-restore input that removes
+// rules (given as iptables-save prints them, "-A CHAIN ...") and then
+// chains; nothing when there is neither. The rules go first, since a chain
+// cannot go while a rule jumps to it.
+func WriteRemoval(b *strings.Builder, table string, rules, chains []string) {
+	if len(rules)+len(chains) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "*%s\n", table)
+	for _, r := range rules {
+		b.WriteString("-D " + strings.TrimPrefix(r, "-A ") + "\n")
+	}
+	for _, c := range chains {
+		fmt.Fprintf(b, ":%s - [0:0]\n", c)
+	}
+	for _, c := range chains {
+		fmt.Fprintf(b, "-X %s\n", c)
+	}
+	b.WriteString("COMMIT\n")
+}
+
 // RuleSpec renders a rule as iptables-save prints it after "-A CHAIN ".
 func RuleSpec(rule []string) string {
 	parts := make([]string, len(rule))

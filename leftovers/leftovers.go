@@ -104,22 +104,9 @@ func iptablesPayload(saved string) (payload []byte, chains int, err error) {
 			if slices.Contains(glue.Chains[table], chain) {
 				return nil, 0, NotYet{table, chain, target}
 			}
-			deletes = append(deletes, "-D "+line[len("-A "):])
+			deletes = append(deletes, line)
 		case line == "COMMIT":
-			if len(deletes)+len(gone) == 0 {
-				continue
-			}
-			fmt.Fprintf(&b, "*%s\n", table)
-			for _, d := range deletes {
-				b.WriteString(d + "\n")
-			}
-			for _, c := range gone {
-				fmt.Fprintf(&b, ":%s - [0:0]\n", c)
-			}
-			for _, c := range gone {
-				fmt.Fprintf(&b, "-X %s\n", c)
-			}
-			b.WriteString("COMMIT\n")
+			iptables.WriteRemoval(&b, table, deletes, gone)
 			chains += len(gone)
 		}
 	}

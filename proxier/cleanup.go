@@ -2,7 +2,6 @@ package proxier
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -123,24 +122,11 @@ func cleanupPayload(saved string) []byte {
 			// other family still syncing) holds our rules on our sets.
 			ourRuleInShared := iptablesMode && leftovers.SharedWithIPTablesMode(table, f[1]) && strings.Contains(line, "--match-set KUBE-")
 			if jumpsToOurs || ourRuleInShared {
-				deletes = append(deletes, "-D "+line[len("-A "):])
+				deletes = append(deletes, line)
 			}
 		case line == "COMMIT":
 			present = slices.DeleteFunc(present, func(c string) bool { return !ours(c) })
-			if len(deletes)+len(present) == 0 {
-				continue
-			}
-			fmt.Fprintf(&b, "*%s\n", table)
-			for _, d := range deletes {
-				b.WriteString(d + "\n")
-			}
-			for _, c := range present {
-				fmt.Fprintf(&b, ":%s - [0:0]\n", c)
-			}
-			for _, c := range present {
-				fmt.Fprintf(&b, "-X %s\n", c)
-			}
-			b.WriteString("COMMIT\n")
+			iptables.WriteRemoval(&b, table, deletes, present)
 		}
 	}
 	if b.Len() == 0 {
