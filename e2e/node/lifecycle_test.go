@@ -101,6 +101,25 @@ func requireNoFailures(t *testing.T, loops ...*loop) {
 	}
 }
 
+// requireNoFailuresAcrossRestart is requireNoFailures for a restart of the
+// proxier: ours is held to none. kube-proxy is not: restarted over its own
+// state it loses the odd request (e2e/switch_test.go measured 1–4 in about
+// 8,500; docs/migration.md), so its failures are logged.
+func requireNoFailuresAcrossRestart(t *testing.T, loops ...*loop) {
+	t.Helper()
+	if deployed.name == "kube-ipvs-proxy" {
+		requireNoFailures(t, loops...)
+		return
+	}
+	for _, l := range loops {
+		sent, fails := l.end()
+		t.Logf("%s: %d requests, %d failed across kube-proxy's restart (logged, not required)", l.name, sent, len(fails))
+		if len(fails) > 0 {
+			t.Logf("%s: first at %s: %v", l.name, fails[0].at.Format("15:04:05.000"), fails[0].err)
+		}
+	}
+}
+
 // serviceLoops are a pod looping through the ClusterIP and a client outside
 // the node looping through the NodePort.
 func serviceLoops(t *testing.T) []*loop {
@@ -179,7 +198,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("after the rollout the pod is %s with %s", pod, image)
 		}
 		time.Sleep(3 * time.Second) // the new proxier's first syncs
-		requireNoFailures(t, loops...)
+		requireNoFailuresAcrossRestart(t, loops...)
 	})
 	t.Run("DeletePod", func(t *testing.T) {
 		old, _ := mustProxierPod(t)
@@ -198,7 +217,7 @@ func TestLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * time.Second)
-		requireNoFailures(t, loops...)
+		requireNoFailuresAcrossRestart(t, loops...)
 	})
 	t.Run("ScaleDeployment", func(t *testing.T) {
 		loops := serviceLoops(t)
