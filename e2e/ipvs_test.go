@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
@@ -118,6 +119,39 @@ func TestIPVSReadsWhatItWrites(t *testing.T) {
 	} {
 		if !strings.Contains(saved, line+"\n") {
 			t.Errorf("ipvsadm -Sn lacks %q:\n%s", line, saved)
+		}
+	}
+}
+
+// A virtual server's real servers take many rounds of a dump read a page
+// at a time (nlbatch.Conn.SmallReads); the drift check's list and the
+// statistics still hold every one.
+func TestIPVSReadsABigVirtualServerWhole(t *testing.T) {
+	t.Parallel()
+	h := ipvsIn(t, "kip-ipvs-big")
+	vs := ipvs.VirtualServer{Key: ipvs.Key{Address: mustAddr("fd00:96::1"), Protocol: ipvs.TCP, Port: 443}, Scheduler: "rr"}
+	ops := []ipvs.Op{{Kind: ipvs.AddVS, VS: vs}}
+	const n = 400 // ~60 KiB of real server messages
+	for i := 0; i < n; i++ {
+		rs := ipvs.RealServer{Address: netip.AddrFrom16([16]byte{0xfd, 0, 0x2, 0x44, 14: byte(i >> 8), 15: byte(i)}), Port: 8443, Weight: 1}
+		ops = append(ops, ipvs.Op{Kind: ipvs.AddRS, VS: vs, RS: rs})
+	}
+	for _, err := range h.Write(ops) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reals, err := h.RealServers(vs.Key)
+	if err != nil || len(reals) != n {
+		t.Fatalf("RealServers: %d, %v; want %d", len(reals), err, n)
+	}
+	stats, err := h.Stats()
+	if err != nil || len(stats) != 1 || len(stats[0].Reals) != n {
+		t.Fatalf("Stats: %+v, %v; want one virtual server with %d real servers", stats, err, n)
+	}
+	for i, rs := range stats[0].Reals {
+		if rs.ID != reals[i].ID() {
+			t.Fatalf("Stats' real server %d is %s, the list's %s", i, rs.ID, reals[i].ID())
 		}
 	}
 }

@@ -16,11 +16,14 @@ import (
 )
 
 // Netlink talks to the kernel's IPVS table through generic netlink: writes
-// batched on one socket, reads on another, so a drift check's dumps and a
+// batched on one socket, reads on others, so a drift check's dumps and a
 // sync's writes do not wait for each other's system calls.
 type Netlink struct {
 	family uint16 // the IPVS generic netlink family's id
-	w, r   *nlbatch.Conn
+	// w writes; r reads virtual servers; d dumps real servers, a virtual
+	// server at a time, in small reads (nlbatch.Conn.SmallReads), which
+	// would make r's one big dump of every virtual server three times dearer.
+	w, r, d *nlbatch.Conn
 
 	tableMu sync.Mutex
 	// table is /proc/net/ip_vs of the namespace the sockets are in, kept
@@ -38,16 +41,17 @@ func NewNetlink() (*Netlink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the kernel has no IPVS (load the ip_vs module on the node): %w", err)
 	}
-	w, err := nlbatch.Dial(unix.NETLINK_GENERIC)
-	if err != nil {
-		return nil, fmt.Errorf("open IPVS netlink: %w", err)
+	var conns [3]*nlbatch.Conn
+	for i := range conns {
+		if conns[i], err = nlbatch.Dial(unix.NETLINK_GENERIC); err != nil {
+			for _, c := range conns[:i] {
+				_ = c.Close()
+			}
+			return nil, fmt.Errorf("open IPVS netlink: %w", err)
+		}
 	}
-	r, err := nlbatch.Dial(unix.NETLINK_GENERIC)
-	if err != nil {
-		_ = w.Close()
-		return nil, fmt.Errorf("open IPVS netlink: %w", err)
-	}
-	n := &Netlink{family: fam.ID, w: w, r: r}
+	n := &Netlink{family: fam.ID, w: conns[0], r: conns[1], d: conns[2]}
+	n.d.SmallReads()
 	// thread-self: the namespace of this thread, where the sockets were
 	// just made, rather than of the process's first thread.
 	n.table, _ = os.Open("/proc/thread-self/net/ip_vs")
@@ -57,6 +61,7 @@ func NewNetlink() (*Netlink, error) {
 func (n *Netlink) Close() {
 	_ = n.w.Close()
 	_ = n.r.Close()
+	_ = n.d.Close()
 	if n.table != nil {
 		_ = n.table.Close()
 	}
@@ -132,7 +137,7 @@ func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
 	af := family(k.Address)
 	err := nlbatch.Whole(func() error {
 		out = out[:0]
-		return n.r.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
+		return n.d.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
 			if rs, ok := decodeDest(body, af); ok {
 				out = append(out, rs)
 			}

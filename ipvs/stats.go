@@ -3,6 +3,7 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
@@ -87,8 +88,8 @@ func decodeCounters(body []byte, outer, stats, stats64 uint16) Counters {
 }
 
 // Stats lists every virtual server with its counters, then each one's real
-// servers with theirs: one dump, and one per virtual server, as a drift
-// check's read of real servers costs.
+// servers with theirs: one dump, and one per virtual server, in small reads
+// (see Netlink.d). The kernel has no dump of every real server.
 func (n *Netlink) Stats() ([]VirtualServerStats, error) {
 	var out []VirtualServerStats
 	err := nlbatch.Whole(func() error {
@@ -102,14 +103,18 @@ func (n *Netlink) Stats() ([]VirtualServerStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
+	// Each dump is read into one scratch slice and copied out at its size:
+	// growing a slice per virtual server, or one for all, cost more than
+	// the dumps' decoding.
+	var scratch []RealServerStats
 	for i := range out {
 		s := &out[i]
 		af := family(s.Address)
 		err := nlbatch.Whole(func() error {
-			s.Reals = s.Reals[:0]
-			return n.r.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, s.Key)}, func(body []byte) {
+			scratch = scratch[:0]
+			return n.d.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, s.Key)}, func(body []byte) {
 				if rs, ok := decodeDest(body, af); ok {
-					s.Reals = append(s.Reals, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
+					scratch = append(scratch, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
 						Counters: decodeCounters(body, attrDest, destStats, destStats64)})
 				}
 			})
@@ -117,6 +122,7 @@ func (n *Netlink) Stats() ([]VirtualServerStats, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", s.Key, err)
 		}
+		s.Reals = slices.Clone(scratch)
 	}
 	return out, nil
 }

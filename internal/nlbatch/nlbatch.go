@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -99,6 +100,21 @@ func (c *Conn) StrictDumps() error {
 		return fmt.Errorf("netlink strict checking: %w", err)
 	}
 	return nil
+}
+
+// SmallReads makes the socket receive a page at a time (at most 8 KiB),
+// for many small dumps. The kernel sizes a dump's buffers by the largest
+// receive the socket has offered (up to 32 KiB), and allocates one for each
+// round of the dump and one for its end: at a dump per virtual server those
+// allocations are most of the cost. In the test VM, 10k dumps of 10 real
+// servers took 2.6 s of system time read 64 KiB at a time and 1.4 s read
+// 4 KiB at a time. A round is no bigger than a page less overhead
+// (NLMSG_GOODSIZE) unless the dump asks for more (rtnetlink's link dumps
+// do, so this is not for them); a reply cut short fails with ErrTruncated.
+func (c *Conn) SmallReads() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rbuf = make([]byte, min(os.Getpagesize(), 8<<10))
 }
 
 // Close closes the socket.
@@ -188,22 +204,25 @@ func (c *Conn) drain(handle func(typ, flags uint16, seq uint32, body []byte) boo
 			}
 			return false
 		})
-		if !errors.Is(err, unix.ENOBUFS) {
+		if !errors.Is(err, unix.ENOBUFS) && !errors.Is(err, ErrTruncated) {
 			return // EAGAIN: empty
 		}
 	}
 }
 
 // receive reads replies and passes each message to handle until it
-// returns true. recvFlags are recvfrom(2)'s flags.
+// returns true. recvFlags are recvmsg(2)'s flags.
 func (c *Conn) receive(recvFlags int, handle func(typ, flags uint16, seq uint32, body []byte) (done bool)) error {
 	for {
-		n, _, err := unix.Recvfrom(c.fd, c.rbuf, recvFlags)
+		n, _, got, _, err := unix.Recvmsg(c.fd, c.rbuf, nil, recvFlags)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
 			return err
+		}
+		if got&unix.MSG_TRUNC != 0 {
+			return ErrTruncated
 		}
 		for b := c.rbuf[:n]; len(b) >= hdrLen; {
 			l := int(binary.NativeEndian.Uint32(b[0:4]))
@@ -259,6 +278,10 @@ func (c *Conn) Dump(r Request, each func(body []byte)) error {
 // ErrDumpInterrupted says a dump's table changed while it was read: its
 // entries are not a whole list.
 var ErrDumpInterrupted = errors.New("netlink dump interrupted: the table changed while it was read")
+
+// ErrTruncated says a reply was bigger than the receive buffer and was cut:
+// what it held is lost, and with it whether a request was refused.
+var ErrTruncated = fmt.Errorf("netlink reply bigger than the receive buffer: %w", ErrOutcomeUnknown)
 
 // ErrOutcomeUnknown says the kernel's answer to a request was lost (the
 // receive buffer overran, or the answer timed out): the kernel may have

@@ -1,12 +1,15 @@
 package nlbatch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch/nstest"
@@ -123,5 +126,45 @@ func TestWholeRetriesOnlyInterruptedReadsAndGivesUp(t *testing.T) {
 	calls = 0
 	if err := Whole(func() error { calls++; return ErrDumpInterrupted }); !errors.Is(err, ErrDumpInterrupted) || calls != WholeAttempts {
 		t.Errorf("always interrupted: %v after %d calls, want ErrDumpInterrupted after %d", err, calls, WholeAttempts)
+	}
+}
+
+// A Conn reading a page at a time still reads a dump of many rounds whole;
+// a reply bigger than its buffer fails as truncated, and leaves the Conn in
+// step.
+func TestSmallReadsReadDumpsWholeAndReportCutReplies(t *testing.T) {
+	ns := nstest.New(t)
+	const n = 300 // ~20 KiB of address messages: several rounds of a page
+	err := ns.Do(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(198, 18, byte(i>>8), byte(i)), Mask: net.CIDRMask(32, 32)}}
+			if err := netlink.AddrAdd(lo, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialIn(t, ns)
+	c.SmallReads()
+	got, err := c.LinkAddresses(1)
+	if err != nil || len(got) != n { // lo is down: no 127.0.0.1
+		t.Fatalf("addresses of lo read in pages: %d, %v; want %d", len(got), err, n)
+	}
+
+	full := c.rbuf
+	c.rbuf = full[:64] // lo's link message is some hundred bytes
+	if _, err := c.Get(getLoopback()); !errors.Is(err, ErrTruncated) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("get lo into 64 bytes: %v, want ErrTruncated", err)
+	}
+	c.rbuf = full
+	if reply, err := c.Get(getLoopback()); err != nil || binary.NativeEndian.Uint32(reply[4:8]) != 1 {
+		t.Fatalf("get lo afterwards: %v", err)
 	}
 }
