@@ -22,6 +22,10 @@ const (
 	Missing Change = "missing" // wanted, not in the kernel
 	Extra   Change = "extra"   // in the kernel, not wanted
 	Wrong   Change = "wrong"   // in the kernel, other than wanted
+	// Draining: a real server in the kernel, no longer wanted, that carries
+	// connections: it is to stay at weight 0 until they end (graceful
+	// termination), then go.
+	Draining Change = "draining"
 )
 
 // Kinds of objects, as rows name them.
@@ -78,7 +82,7 @@ func (r *Rows) Sorted() []Row {
 }
 
 func (row Row) String() string {
-	if row.Change == Wrong {
+	if row.Want != "" && row.Have != "" {
 		return fmt.Sprintf("%s %s %s: want %s, have %s", row.Kind, row.Change, row.Object, row.Want, row.Have)
 	}
 	return fmt.Sprintf("%s %s %s", row.Kind, row.Change, row.Object)

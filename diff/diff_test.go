@@ -1,6 +1,7 @@
 package diff_test
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
@@ -31,14 +33,20 @@ func (noEvents) Eventf(_, _ runtime.Object, _, _, _, _ string, _ ...any) {}
 
 // syncOnce runs one first sync of a new proxier on k, for a NodePort
 // Service with two endpoints.
-func syncOnce(t *testing.T, k proxier.Kernel) {
+func syncOnce(t *testing.T, k proxier.Kernel) { syncWith(t, k, "10.0.0.1", "10.0.0.2") }
+
+// syncWith is syncOnce with the endpoints ips.
+func syncWith(t *testing.T, k proxier.Kernel, ips ...string) {
 	t.Helper()
+	var eps []testobj.EP
+	for _, ip := range ips {
+		eps = append(eps, testobj.EP{IP: ip, Ready: testobj.Yes})
+	}
 	p := proxier.New(proxier.Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
 		ServeNoHealthChecks: true}, k, zap.NewNop(), healthz.New(time.Minute), metrics.New(), noEvents{})
 	svc := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(svc)
-	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)},
-		testobj.EP{IP: "10.0.0.1", Ready: testobj.Yes}, testobj.EP{IP: "10.0.0.2", Ready: testobj.Yes}))
+	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -135,4 +143,58 @@ func hasRow(rows []diff.Row, want string) bool {
 		}
 	}
 	return false
+}
+
+// A set the kernel lacks is a missing row; a set it could not read fails
+// the setup (and the diff, exit 2) rather than showing as missing.
+func TestASetThatCannotBeReadIsNotMissing(t *testing.T) {
+	k := fakekernel.Bare()
+	set := ipset.Set{Name: desired.SetClusterIP, Type: ipset.HashIPPort}
+	rows := &diff.Rows{}
+	sets := &diff.Sets{Interface: k.Sets, Rows: rows}
+	if err := sets.EnsureSet(set); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowLines(rows.Sorted()); !slices.Equal(got, []string{"set missing KUBE-CLUSTER-IP"}) {
+		t.Fatalf("a set the kernel lacks: rows %q", got)
+	}
+
+	_ = k.Sets.EnsureSet(set)
+	k.Sets.SetHook(oplog.FailWith(errors.New("netlink receive: interrupted"), "count "))
+	rows = &diff.Rows{}
+	sets = &diff.Sets{Interface: k.Sets, Rows: rows}
+	if err := sets.EnsureSet(set); err == nil || len(rows.Sorted()) != 0 {
+		t.Fatalf("a set that could not be read: error %v, rows %q; want the error and no row", err, rowLines(rows.Sorted()))
+	}
+}
+
+// A removed backend that carries connections is to drain, not to go: the
+// row says so. Once it is at weight 0 there is no row; once its
+// connections end, it is extra.
+func TestARemovedBackendWithConnectionsIsDraining(t *testing.T) {
+	k := fakekernel.Bare()
+	kernel := proxier.Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}}
+	syncOnce(t, kernel)
+	key := ipvs.Key{Address: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: ipvs.TCP}
+	gone := netip.MustParseAddrPort("10.0.0.2:8080")
+	k.IPVS.SetConnections(key, gone, 1, 0)
+
+	record := func() []string {
+		rec, res := diff.Recording(kernel)
+		syncWith(t, rec, "10.0.0.1")
+		return rowLines(mustRows(t, res))
+	}
+	want := "real_server draining 10.96.0.10:80/TCP 10.0.0.2:8080: want weight 0 until its connections end, have weight 1"
+	if got := record(); !slices.Equal(got, []string{want}) {
+		t.Fatalf("a removed backend with a connection: rows %q, want %q", got, want)
+	}
+	syncWith(t, kernel, "10.0.0.1") // the running proxier starts the drain
+	if got := record(); len(got) != 0 {
+		t.Fatalf("a draining backend: rows %q, want none", got)
+	}
+	k.IPVS.SetConnections(key, gone, 0, 0)
+	want = "real_server extra 10.96.0.10:80/TCP 10.0.0.2:8080"
+	if got := record(); !slices.Equal(got, []string{want}) {
+		t.Fatalf("a drained backend: rows %q, want %q", got, want)
+	}
 }

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -49,6 +50,10 @@ func (t IPVS) row(op ipvs.Op) Row {
 				}
 			}
 		}
+		// A wanted real server has weight 1: setting 0 starts a drain.
+		if op.RS.Weight == 0 {
+			return Row{Kind: KindRealServer, Change: Draining, Object: rs, Want: "weight 0 until its connections end", Have: have}
+		}
 		return Row{Kind: KindRealServer, Change: Wrong, Object: rs, Want: fmt.Sprintf("weight %d", op.RS.Weight), Have: have}
 	}
 }
@@ -89,8 +94,9 @@ func (l *Links) record(addrs []netip.Addr, c Change) []error {
 	return make([]error, len(addrs))
 }
 
-// Sets reads the kernel's ipsets and records writes as rows. A set that
-// cannot be counted is missing, and holds no entry.
+// Sets reads the kernel's ipsets and records writes as rows. A missing set
+// holds no entry; a set that cannot be read fails the setup, and with it
+// the diff.
 type Sets struct {
 	ipset.Interface
 	Rows    *Rows
@@ -99,7 +105,11 @@ type Sets struct {
 }
 
 func (s *Sets) EnsureSet(set ipset.Set) error {
-	if _, err := s.Interface.Count(set.Name); err != nil {
+	_, err := s.Interface.Count(set.Name)
+	if err != nil && !errors.Is(err, ipset.ErrNoSet) {
+		return err
+	}
+	if err != nil {
 		s.Rows.add(Row{Kind: KindSet, Change: Missing, Object: set.Name})
 		s.mu.Lock()
 		if s.missing == nil {

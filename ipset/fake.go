@@ -39,7 +39,7 @@ func (f *Fake) EnsureSet(s Set) error {
 func (f *Fake) set(name string) (*fakeSet, error) {
 	s, ok := f.sets[name]
 	if !ok {
-		return nil, fmt.Errorf("ipset %s does not exist", name)
+		return nil, fmt.Errorf("ipset %s: %w", name, ErrNoSet)
 	}
 	return s, nil
 }

@@ -83,7 +83,7 @@ func (n *Netlink) Entries(set string) ([]Entry, error) {
 	defer n.mu.Unlock()
 	res, err := listContained(n.h.IpsetList, set)
 	if err != nil {
-		return nil, fmt.Errorf("list ipset %s: %w", set, err)
+		return nil, fmt.Errorf("list ipset %s: %w", set, ipsetError(err))
 	}
 	out := make([]Entry, 0, len(res.Entries))
 	for _, e := range res.Entries {
@@ -336,10 +336,14 @@ func (n *Netlink) Has(set string, e Entry) (bool, error) {
 	return false, fmt.Errorf("test %s in ipset %s: %w", e, set, err)
 }
 
-// ipsetError names ipset's own error numbers, which are beyond errno's.
+// ipsetError names ipset's own error numbers, which are beyond errno's,
+// and a missing set (ENOENT: no set of the name).
 func ipsetError(err error) error {
 	var errno syscall.Errno
-	if errors.As(err, &errno) && errno >= nl.IPSET_ERR_PRIVATE {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("%w (%w)", ErrNoSet, err)
+	case errors.As(err, &errno) && errno >= nl.IPSET_ERR_PRIVATE:
 		return nl.IPSetError(uintptr(errno))
 	}
 	return err

@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -25,6 +26,11 @@ const (
 	DefaultHashSize = objects.DefaultHashSize
 	DefaultMaxElem  = objects.DefaultMaxElem
 )
+
+// ErrNoSet says the set named does not exist: a read or write of a set
+// fails with it (errors.Is) when the set is missing, and with another
+// error when the set could not be read.
+var ErrNoSet = errors.New("no such set")
 
 // Interface is the ipsets of one network namespace.
 type Interface interface {

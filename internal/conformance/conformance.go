@@ -205,11 +205,19 @@ func Sets(t *testing.T, s ipset.Interface) {
 	}
 	expectEntries(t, s, ips.Name, v6)
 
-	if _, err := s.Entries("KIP-TEST-NONE"); err == nil {
-		t.Error("listing a missing set: no error")
+	// A missing set is told apart from a set that could not be read.
+	const none = "KIP-TEST-NONE"
+	if _, err := s.Entries(none); !errors.Is(err, ipset.ErrNoSet) {
+		t.Errorf("listing a missing set: %v, want ErrNoSet", err)
 	}
-	if errs := s.AddEntries("KIP-TEST-NONE", []ipset.Entry{e1}); errs[0] == nil {
-		t.Error("adding to a missing set: no error")
+	if _, err := s.Count(none); !errors.Is(err, ipset.ErrNoSet) {
+		t.Errorf("counting a missing set: %v, want ErrNoSet", err)
+	}
+	if _, err := s.Has(none, e1); !errors.Is(err, ipset.ErrNoSet) {
+		t.Errorf("testing an entry of a missing set: %v, want ErrNoSet", err)
+	}
+	if errs := s.AddEntries(none, []ipset.Entry{e1}); !errors.Is(errs[0], ipset.ErrNoSet) {
+		t.Errorf("adding to a missing set: %v, want ErrNoSet", errs[0])
 	}
 }
 
