@@ -45,6 +45,17 @@ func WriteRemoval(b *strings.Builder, table string, rules, chains []string) {
 	b.WriteString("COMMIT\n")
 }
 
+// JumpTarget is the chain a rule's -j or -g names, given the rule's fields
+// as iptables-save prints them; "" for none.
+func JumpTarget(fields []string) string {
+	for i := 0; i+1 < len(fields); i++ {
+		if fields[i] == "-j" || fields[i] == "-g" {
+			return fields[i+1]
+		}
+	}
+	return ""
+}
+
 // RuleSpec renders a rule as iptables-save prints it after "-A CHAIN ".
 func RuleSpec(rule []string) string {
 	parts := make([]string, len(rule))

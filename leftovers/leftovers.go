@@ -93,7 +93,7 @@ func iptablesPayload(saved string) (payload []byte, chains int, err error) {
 			}
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
-			chain, target := f[1], jumpTarget(f)
+			chain, target := f[1], iptables.JumpTarget(f)
 			if IPTablesModeChain(table, chain) {
 				continue // flushed with its chain
 			}
@@ -114,16 +114,6 @@ func iptablesPayload(saved string) (payload []byte, chains int, err error) {
 		return nil, 0, nil
 	}
 	return []byte(b.String()), chains, nil
-}
-
-// jumpTarget is the chain a rule's -j or -g names; "" for none.
-func jumpTarget(fields []string) string {
-	for i, f := range fields[:len(fields)-1] {
-		if f == "-j" || f == "-g" {
-			return fields[i+1]
-		}
-	}
-	return ""
 }
 
 // NFTables deletes a table of nftables.

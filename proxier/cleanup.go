@@ -115,9 +115,9 @@ func cleanupPayload(saved string) []byte {
 			iptablesMode = iptablesMode || leftovers.IPTablesModeChain(table, chain)
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
-			target := f[len(f)-1]
+			target := iptables.JumpTarget(f)
 			ourFirewallJump := target == "KUBE-PROXY-FIREWALL" && strings.Contains(line, glue.FirewallJumpComment)
-			jumpsToOurs := f[len(f)-2] == "-j" && (ours(target) || ourFirewallJump) && !ours(f[1])
+			jumpsToOurs := target != "" && (ours(target) || ourFirewallJump) && !ours(f[1])
 			// A shared chain iptables mode has not rewritten yet (its
 			// other family still syncing) holds our rules on our sets.
 			ourRuleInShared := iptablesMode && leftovers.SharedWithIPTablesMode(table, f[1]) && strings.Contains(line, "--match-set KUBE-")
