@@ -106,18 +106,16 @@ type Sets struct {
 
 func (s *Sets) EnsureSet(set ipset.Set) error {
 	_, err := s.Interface.Count(set.Name)
-	if err != nil && !errors.Is(err, ipset.ErrNoSet) {
-		return err
+	if !errors.Is(err, ipset.ErrNoSet) {
+		return err // nil: the set is there
 	}
-	if err != nil {
-		s.Rows.add(Row{Kind: KindSet, Change: Missing, Object: set.Name})
-		s.mu.Lock()
-		if s.missing == nil {
-			s.missing = map[string]bool{}
-		}
-		s.missing[set.Name] = true
-		s.mu.Unlock()
+	s.Rows.add(Row{Kind: KindSet, Change: Missing, Object: set.Name})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.missing == nil {
+		s.missing = map[string]bool{}
 	}
+	s.missing[set.Name] = true
 	return nil
 }
 
