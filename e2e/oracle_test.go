@@ -297,34 +297,57 @@ func setZone(t *testing.T, zone string) {
 	}
 }
 
-// settledState waits until upstream has finished: its sync metric fires when
-// the first IP family is done, while the second (dual-stack mode, which
-// upstream picks on any kernel with IPv6) may still be creating its sets.
+// settledState waits until upstream has finished: in dual-stack mode (which
+// upstream picks on any kernel with IPv6) each family syncs on its own and
+// sets its own ip_family series of the sync timestamp at the very end, so
+// the state is read once both series are there and three reads a second
+// apart are the same.
 func settledState(t *testing.T, up *framework.Process) (framework.State, error) {
+	t.Helper()
 	var last framework.State
-	same := 0
+	same, start, families := 0, time.Now(), time.Duration(0)
 	err := framework.Eventually(2*time.Minute, time.Second, func() error {
+		log, _ := os.ReadFile(up.LogPath)
+		if strings.Contains(string(log), "dual-stack mode") {
+			if n, err := familiesSynced(); err != nil || n < 2 {
+				same = 0
+				return fmt.Errorf("upstream has synced %d IP families of 2 (%v)", n, err)
+			}
+		}
+		if families == 0 {
+			families = time.Since(start)
+		}
 		st, err := framework.ReadState()
 		if err != nil {
 			return err
 		}
-		log, _ := os.ReadFile(up.LogPath)
-		dual := strings.Contains(string(log), "dual-stack mode")
-		switch {
-		case dual && !strings.Contains(st.IPSets, "KUBE-6-IPVS-IPS"):
-			same = 0
-		case st == last:
+		if st == last {
 			same++
-		default:
+		} else {
 			same = 0
 		}
 		last = st
 		if same < 3 {
-			return fmt.Errorf("upstream state still changing (dual-stack: %v)", dual)
+			return fmt.Errorf("upstream state still changing")
 		}
 		return nil
 	})
+	t.Logf("%s settled %s after its first sync report (every IP family had synced after %s)",
+		up.Name, time.Since(start).Round(time.Second), families.Round(time.Second))
 	return last, err
+}
+
+// familiesSynced counts the ip_family series of kube-proxy's last sync
+// timestamp: a family has one once its first sync is done.
+func familiesSynced() (int, error) {
+	all, err := framework.Scrape()
+	n := 0
+	for k := range all {
+		if strings.HasPrefix(k, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{") && strings.Contains(k, "ip_family=") {
+			n++
+		}
+	}
+	return n, err
 }
 
 // lineDiff lists the lines only upstream has (-) and only we have (+).
