@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,11 @@ import (
 // switchFlags are given to both proxiers of a switch, so that neither has
 // a setting to change: a drift check every 5 s runs within each test.
 var switchFlags = append([]string{"--ipvs-sync-period", "5s"}, ruleFlags...)
+
+// upstreamSwitchFlags add -v=2 for kube-proxy, which then logs why it
+// ignores a Service's topology hints: after one rollback it did so for all
+// of them, its log in the artifacts the only witness.
+var upstreamSwitchFlags = slices.Concat(switchFlags, []string{"-v=2"})
 
 // target is one Service kind as a client sees it: ask once, and the
 // pods allowed to answer.
@@ -246,7 +252,7 @@ func TestSwitchFromUpstreamIPVSAndBack(t *testing.T) {
 	}
 	targets := switchTargets(t, 0)
 	up := startSynced(t, func() (*framework.Process, error) {
-		return framework.StartUpstream(env, "kube-proxy-switch", switchFlags...)
+		return framework.StartUpstream(env, "kube-proxy-switch", upstreamSwitchFlags...)
 	})
 	upState, err := settledState(t, up)
 	if err != nil {
@@ -281,7 +287,7 @@ func TestSwitchFromUpstreamIPVSAndBack(t *testing.T) {
 	time.Sleep(time.Second)
 	stopLogged(t, ours)
 	back := startSynced(t, func() (*framework.Process, error) {
-		return framework.StartUpstream(env, "kube-proxy-rollback", switchFlags...)
+		return framework.StartUpstream(env, "kube-proxy-rollback", upstreamSwitchFlags...)
 	})
 	backState, err := settledState(t, back)
 	if err != nil {
@@ -392,7 +398,7 @@ func switchFromMode(t *testing.T, mode string, fixture int, leftovers func() str
 	targets := switchTargets(t, fixture)
 	start := func(name string) func() (*framework.Process, error) {
 		return func() (*framework.Process, error) {
-			return framework.StartUpstreamMode(env, name, mode, switchFlags...)
+			return framework.StartUpstreamMode(env, name, mode, upstreamSwitchFlags...)
 		}
 	}
 	up := startSynced(t, start("kube-proxy-"+mode))
