@@ -37,8 +37,10 @@ type bucket struct {
 // histogram is a Prometheus histogram's cumulative buckets, ascending.
 type histogram []bucket
 
+// histogram sums the buckets of every label set by bound, as PromQL's
+// sum by (le): the proxiers label theirs by IP family.
 func (s series) histogram(name string) histogram {
-	var h histogram
+	byBound := map[float64]float64{}
 	for k, v := range s {
 		if !strings.HasPrefix(k, name+"_bucket{") {
 			continue
@@ -47,8 +49,12 @@ func (s series) histogram(name string) histogram {
 		le, _, _ := strings.Cut(rest, `"`)
 		bound, err := strconv.ParseFloat(le, 64)
 		if ok && err == nil {
-			h = append(h, bucket{bound, v})
+			byBound[bound] += v
 		}
+	}
+	var h histogram
+	for le, n := range byBound {
+		h = append(h, bucket{le, n})
 	}
 	sort.Slice(h, func(i, j int) bool { return h[i].le < h[j].le })
 	return h

@@ -38,3 +38,21 @@ func TestHistogramQuantileSinceEarlierScrape(t *testing.T) {
 		t.Errorf("empty histogram quantile = %v, want NaN", got)
 	}
 }
+
+// TestHistogramSumsTheIPFamilies: a histogram labelled by IP family reads
+// as one, and our full syncs are counted once, not once per family.
+func TestHistogramSumsTheIPFamilies(t *testing.T) {
+	m := series{
+		`np_bucket{ip_family="IPv4",le="0.25"}`: 3, `np_bucket{ip_family="IPv4",le="+Inf"}`: 4,
+		`np_bucket{ip_family="IPv6",le="0.25"}`: 0, `np_bucket{ip_family="IPv6",le="+Inf"}`: 2,
+		`kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}`: 5,
+		`kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv6"}`: 5,
+	}
+	h := m.histogram("np")
+	if len(h) != 2 || h.total() != 6 || h[0].count != 3 {
+		t.Errorf("histogram %v, want 3 of 6 within 0.25", h)
+	}
+	if got := syncCount(m); got != 5 {
+		t.Errorf("syncCount = %v, want 5", got)
+	}
+}

@@ -362,10 +362,24 @@ func setLatencies(r *record, fromSent, fromWritten []time.Duration) {
 // syncCount is how many full syncs the proxier has done. Ours counts drift
 // checks apart from partial syncs; every upstream IPVS sync is a full one.
 func syncCount(m series) float64 {
-	if v, ok := m["kubeproxy_sync_full_proxy_rules_duration_seconds_count"]; ok {
+	if v, ok := fullSyncs(m); ok {
 		return v
 	}
 	return m.value("kubeproxy_sync_proxy_rules_duration_seconds_count")
+}
+
+// fullSyncs is our proxier's count of drift checks; false for upstream's,
+// which has none. Ours observes each sync under every IP family it runs,
+// so its IPv4 series (every node has IPv4) counts each once; older builds
+// had no ip_family.
+func fullSyncs(m series) (float64, bool) {
+	const name = "kubeproxy_sync_full_proxy_rules_duration_seconds_count"
+	for _, k := range []string{name + `{ip_family="IPv4"}`, name} {
+		if v, ok := m[k]; ok {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // steadySync measures CPU per periodic sync with no changes: once the
@@ -373,7 +387,7 @@ func syncCount(m series) float64 {
 // CPU over steadyPeriods default sync periods (30 s), without touching the
 // proxier, divided by their number; idle time between syncs counts. Full
 // syncs are not counted one by one: upstream runs an IPv4 and an IPv6
-// proxier on a dual-stack kernel, both observed in one histogram.
+// proxier on a dual-stack kernel, and syncCount sums both families' series.
 func (s *session) steadySync() record {
 	rec := s.record("steady-sync")
 	deadline := time.Now().Add(max(s.cap, 3*time.Minute))
@@ -412,7 +426,7 @@ func (s *session) steadySync() record {
 	rec.CPUs = ptr(cpu / steadyPeriods)
 	syncs := syncCount(m1) - syncCount(m0)
 	rec.Samples = ptr(int(syncs))
-	if _, ours := m1["kubeproxy_sync_full_proxy_rules_duration_seconds_count"]; ours && syncs > 0 {
+	if _, ours := fullSyncs(m1); ours && syncs > 0 {
 		h := m1.histogram("kubeproxy_sync_full_proxy_rules_duration_seconds").since(m0.histogram("kubeproxy_sync_full_proxy_rules_duration_seconds"))
 		rec.P50ms, rec.P99ms = ptr(1000*h.quantile(0.5)), ptr(1000*h.quantile(0.99))
 	}

@@ -136,7 +136,7 @@ set KUBE-CLUSTER-IP 10.96.0.53,tcp:80
 set KUBE-IPVS-IPS 10.96.0.53
 set KUBE-NODE-PORT-LOCAL-TCP 30053
 set KUBE-NODE-PORT-TCP 30053
-no local endpoints for external traffic`,
+no local IPv4 endpoints for external traffic`,
 		},
 		{
 			name:    "internalTrafficPolicy Local on a NodePort without local endpoints: the cluster IP falls back to the cluster's",
@@ -151,7 +151,7 @@ addr 10.96.0.54
 set KUBE-CLUSTER-IP 10.96.0.54,tcp:80
 set KUBE-IPVS-IPS 10.96.0.54
 set KUBE-NODE-PORT-TCP 30054
-no local endpoints`,
+no local IPv4 endpoints`,
 		},
 		{
 			name: "external IPs: a virtual server each, bound unless the node has the address, bad ones skipped",
@@ -423,7 +423,7 @@ set KUBE-LOOP-BACK 10.244.0.3,tcp:8080,10.244.0.3`,
 addr 10.96.0.32
 set KUBE-CLUSTER-IP 10.96.0.32,tcp:80
 set KUBE-IPVS-IPS 10.96.0.32
-no local endpoints`,
+no local IPv4 endpoints`,
 		},
 		{
 			name: "scheduler annotation overrides the node's",

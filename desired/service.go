@@ -22,10 +22,11 @@ type State struct {
 	VirtualServers []VirtualServer
 	Addresses      []netip.Addr // bound to the dummy link
 	Entries        []SetEntry
-	// NoLocalEndpoints and NoLocalExternal say that internalTrafficPolicy
-	// or externalTrafficPolicy Local finds a port whose usable endpoints
-	// are all on other nodes.
-	NoLocalEndpoints, NoLocalExternal bool
+	// NoLocalEndpoints and NoLocalExternal say, per family, that
+	// internalTrafficPolicy or externalTrafficPolicy Local finds a port
+	// whose usable endpoints are all on other nodes; upstream counts such
+	// Services in its proxier of each family.
+	NoLocalEndpoints, NoLocalExternal [len(Families)]bool
 	// NodeBlocked are the load-balancer VIP:ports whose source ranges
 	// leave out the node's own address: the node may not reach them.
 	NodeBlocked []objects.Entry
@@ -59,11 +60,13 @@ func (st State) String() string {
 		entries = append(entries, "set "+e.String())
 	}
 	slices.Sort(entries)
-	if st.NoLocalEndpoints {
-		entries = append(entries, "no local endpoints")
-	}
-	if st.NoLocalExternal {
-		entries = append(entries, "no local endpoints for external traffic")
+	for _, f := range Families {
+		if st.NoLocalEndpoints[f] {
+			entries = append(entries, "no local "+f.String()+" endpoints")
+		}
+		if st.NoLocalExternal[f] {
+			entries = append(entries, "no local "+f.String()+" endpoints for external traffic")
+		}
 	}
 	for _, e := range st.NodeBlocked {
 		entries = append(entries, "node blocked from "+e.String())
@@ -150,13 +153,13 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 
 			internal, noLocal := choice.pick(policy.internalLocal)
-			st.NoLocalEndpoints = st.NoLocalEndpoints || noLocal
+			st.NoLocalEndpoints[f.fam] = st.NoLocalEndpoints[f.fam] || noLocal
 			p.clusterIP(f.clusterIP, internal, eps)
 			scheduled = true
 
 			external, noLocal := choice.pick(policy.externalLocal)
 			if len(f.external)+len(f.lb) > 0 {
-				st.NoLocalExternal = st.NoLocalExternal || noLocal
+				st.NoLocalExternal[f.fam] = st.NoLocalExternal[f.fam] || noLocal
 			}
 			p.externalIPs(f.external, external, policy.externalLocal)
 			p.loadBalancers(f.lb, external, policy.externalLocal, f.ranges, node.Primary[f.fam])
@@ -164,7 +167,7 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 			if sp.NodePort == 0 || !nodePortOK || len(f.nodePort) == 0 {
 				continue
 			}
-			st.NoLocalExternal = st.NoLocalExternal || noLocal
+			st.NoLocalExternal[f.fam] = st.NoLocalExternal[f.fam] || noLocal
 			p.nodePorts(f.nodePort, uint16(sp.NodePort), external, policy.externalLocal)
 		}
 	}

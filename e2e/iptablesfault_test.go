@@ -163,7 +163,8 @@ func TestXtablesLockHeld(t *testing.T) {
 	mustNamespace(t, ns)
 	a := mustPod(t, "xlock-a", "10.244.45.1", true)
 	client := mustPod(t, "xlock-client", "10.244.45.100", false)
-	failuresBefore := gauge(t, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total")
+	const restoreFailures = `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}`
+	failuresBefore := gauge(t, restoreFailures)
 
 	lock, err := os.OpenFile("/run/xtables.lock", os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
@@ -191,7 +192,7 @@ func TestXtablesLockHeld(t *testing.T) {
 		}
 		return nil
 	})
-	if got := gauge(t, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); got <= failuresBefore {
+	if got := gauge(t, restoreFailures); got <= failuresBefore {
 		t.Errorf("iptables restore failures %v, were %v", got, failuresBefore)
 	}
 

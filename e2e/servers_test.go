@@ -49,13 +49,15 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Errorf("/proxyMode: %d %q, want 200 ipvs", code, body)
 	}
 	_, metrics := get(t, "http://127.0.0.1:10249/metrics")
+	// With upstream's ip_family label: IPv4 is every node's.
 	for _, name := range []string{
-		"kubeproxy_sync_proxy_rules_duration_seconds_bucket",
-		"kubeproxy_network_programming_duration_seconds_bucket",
-		"kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-		"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
-		"kubeproxy_sync_full_proxy_rules_duration_seconds_count",
-		"kubeproxy_sync_partial_proxy_rules_duration_seconds_count",
+		`kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",`,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",`,
+		`kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`,
+		`kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"}`,
+		`kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
+		`kubeproxy_sync_partial_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
+		`kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4"}`,
 	} {
 		if !strings.Contains(metrics, "\n"+name) {
 			t.Errorf("/metrics lacks %s", name)

@@ -36,7 +36,7 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	mustApply(t, svc, both)
 	vip := ap("10.96.26.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "itp-here", 8, 30*time.Second)
-	const noLocal = `kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"}`
+	const noLocal = `kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="internal"}`
 	before := gauge(t, noLocal) // other tests' Services, such as the oracle's
 
 	svc.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyCluster)

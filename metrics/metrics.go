@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,21 +14,24 @@ import (
 )
 
 // Metrics is one registry with every metric the proxier reports.
+// Those labelled ip_family ("IPv4", "IPv6") are upstream's: it runs a
+// proxier per family, ours syncs both families at once and reports each
+// (see InitFamily).
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	SyncDuration               prometheus.Histogram
-	FullSyncDuration           prometheus.Histogram
-	PartialSyncDuration        prometheus.Histogram
-	NetworkProgrammingDuration prometheus.Histogram
-	LastSyncTimestamp          prometheus.Gauge
-	LastQueuedTimestamp        prometheus.Gauge
+	SyncDuration               *prometheus.HistogramVec
+	FullSyncDuration           *prometheus.HistogramVec
+	PartialSyncDuration        *prometheus.HistogramVec
+	NetworkProgrammingDuration *prometheus.HistogramVec
+	LastSyncTimestamp          *prometheus.GaugeVec
+	LastQueuedTimestamp        *prometheus.GaugeVec
 	ServiceChangesPending      prometheus.Gauge
 	EndpointChangesPending     prometheus.Gauge
 	ServiceChangesTotal        prometheus.Counter
 	EndpointChangesTotal       prometheus.Counter
 	SyncFailuresTotal          prometheus.Counter
-	IPTablesRestoreFailures    prometheus.Counter
+	IPTablesRestoreFailures    *prometheus.CounterVec
 	KernelOpsTotal             prometheus.Counter
 	FailedObjects              *prometheus.GaugeVec
 	NoLocalEndpoints           *prometheus.GaugeVec
@@ -35,25 +39,28 @@ type Metrics struct {
 	ConflictingClaims          prometheus.Gauge
 }
 
+// byFamily is upstream's label of the IP family a series is of.
+var byFamily = []string{"ip_family"}
+
 func New() *Metrics {
 	// Buckets as kube-proxy's, so existing dashboards read the same.
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
-	npBuckets := append(append(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59)...),
-		append(prometheus.LinearBuckets(75, 15, 3), prometheus.LinearBuckets(120, 60, 7)...)...)
+	npBuckets := slices.Concat(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59),
+		prometheus.LinearBuckets(60, 5, 12), prometheus.LinearBuckets(120, 30, 7))
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}),
-		FullSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy",
-			Name: "sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}),
-		PartialSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy",
-			Name: "sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}),
-		NetworkProgrammingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy",
-			Name: "network_programming_duration_seconds", Help: "In Cluster Network Programming Latency in seconds", Buckets: npBuckets}),
-		LastSyncTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_last_timestamp_seconds", Help: "The last time proxy rules were successfully synced"}),
-		LastQueuedTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_last_queued_timestamp_seconds", Help: "The last time a sync of proxy rules was queued"}),
+		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "kubeproxy",
+			Name: "sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}, byFamily),
+		FullSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "kubeproxy",
+			Name: "sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}, byFamily),
+		PartialSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "kubeproxy",
+			Name: "sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}, byFamily),
+		NetworkProgrammingDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "kubeproxy",
+			Name: "network_programming_duration_seconds", Help: "In Cluster Network Programming Latency in seconds", Buckets: npBuckets}, byFamily),
+		LastSyncTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
+			Name: "sync_proxy_rules_last_timestamp_seconds", Help: "The last time proxy rules were successfully synced"}, byFamily),
+		LastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
+			Name: "sync_proxy_rules_last_queued_timestamp_seconds", Help: "The last time a sync of proxy rules was queued"}, byFamily),
 		ServiceChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_service_changes_pending", Help: "Pending proxy rules Service changes"}),
 		EndpointChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
@@ -64,19 +71,18 @@ func New() *Metrics {
 			Name: "sync_proxy_rules_endpoint_changes_total", Help: "Cumulative proxy rules Endpoint changes"}),
 		SyncFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_failures_total", Help: "Syncs that left some kernel object unapplied (retried)"}),
-		IPTablesRestoreFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}),
+		IPTablesRestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
+			Name: "sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}, byFamily),
 		KernelOpsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_kernel_operations_total", Help: "Kernel objects added, updated or deleted by syncs"}),
 		FailedObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_failed_objects", Help: "Kernel objects whose last write failed, retried alone with backoff, by kind"}, []string{"kind"}),
 		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_no_local_endpoints_total",
-			Help: "Services whose Local traffic policy drops traffic: they have endpoints, none on this node"}, []string{"traffic_policy"}),
+			Help: "Services whose Local traffic policy drops traffic: they have endpoints, none on this node"}, []string{"traffic_policy", "ip_family"}),
 	}
-	// Upstream's name and label ("IPv4", "IPv6").
 	m.ConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
-		Name: "reconcile_conntrack_flows_deleted_entries_total", Help: "Conntrack entries of stale UDP flows deleted"}, []string{"ip_family"})
+		Name: "conntrack_reconciler_deleted_entries_total", Help: "Conntrack entries of stale UDP flows deleted"}, byFamily)
 	m.ConflictingClaims = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
 		Name: "sync_proxy_rules_conflicting_claims", Help: "Virtual servers a Service wants but another Service's stronger or older claim holds"})
 	m.Registry.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration,
@@ -86,13 +92,27 @@ func New() *Metrics {
 	return m
 }
 
-// ObserveSync records one sync's duration under the total and the full or partial histogram.
-func (m *Metrics) ObserveSync(d time.Duration, full bool) {
-	m.SyncDuration.Observe(d.Seconds())
+// InitFamily creates the series of an IP family the proxier runs, at zero,
+// so that they are scraped before their first event as unlabelled ones
+// are: a proxier whose first sync never ends shows a last sync at 0.
+func (m *Metrics) InitFamily(fam string) {
+	for _, h := range []*prometheus.HistogramVec{m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration} {
+		h.WithLabelValues(fam)
+	}
+	m.LastSyncTimestamp.WithLabelValues(fam)
+	m.LastQueuedTimestamp.WithLabelValues(fam)
+	m.IPTablesRestoreFailures.WithLabelValues(fam)
+	m.ConntrackDeleted.WithLabelValues(fam)
+}
+
+// ObserveSync records one sync's duration for an IP family under the total
+// and the full or partial histogram.
+func (m *Metrics) ObserveSync(fam string, d time.Duration, full bool) {
+	m.SyncDuration.WithLabelValues(fam).Observe(d.Seconds())
 	if full {
-		m.FullSyncDuration.Observe(d.Seconds())
+		m.FullSyncDuration.WithLabelValues(fam).Observe(d.Seconds())
 	} else {
-		m.PartialSyncDuration.Observe(d.Seconds())
+		m.PartialSyncDuration.WithLabelValues(fam).Observe(d.Seconds())
 	}
 }
 

@@ -56,8 +56,10 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		st, lost := p.claims.filter(in.name, c.st)
 		p.report(in, append(c.problems, conflictProblems(lost)...))
 		changes = append(changes, reconciler.Change{Name: in.name, State: st})
-		setMember(p.noLocal.internal, in.name, st.NoLocalEndpoints)
-		setMember(p.noLocal.external, in.name, st.NoLocalExternal)
+		for _, f := range desired.Families {
+			setMember(p.noLocal.internal[f], in.name, st.NoLocalEndpoints[f])
+			setMember(p.noLocal.external[f], in.name, st.NoLocalExternal[f])
+		}
 		if st.HealthCheckPort != 0 {
 			hc := svchealth.Service{Port: st.HealthCheckPort, LocalEndpoints: st.LocalReady}
 			p.checks.dirty = p.checks.dirty || p.checks.want[in.name] != hc
@@ -76,8 +78,10 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		}
 	}
 	p.metrics.ConflictingClaims.Set(float64(p.claims.conflicting))
-	p.metrics.NoLocalEndpoints.WithLabelValues("internal").Set(float64(len(p.noLocal.internal)))
-	p.metrics.NoLocalEndpoints.WithLabelValues("external").Set(float64(len(p.noLocal.external)))
+	for _, f := range p.families() {
+		p.metrics.NoLocalEndpoints.WithLabelValues("internal", f.String()).Set(float64(len(p.noLocal.internal[f])))
+		p.metrics.NoLocalEndpoints.WithLabelValues("external", f.String()).Set(float64(len(p.noLocal.external[f])))
+	}
 	return changes
 }
 

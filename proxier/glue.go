@@ -82,7 +82,7 @@ func (p *Proxier) rewriteGlueWith(g *glue.Glue, rewrite func() (bool, glue.Times
 		return // whoever runs or failed reports it; the chains stay behind
 	}
 	if err != nil {
-		p.metrics.IPTablesRestoreFailures.Inc()
+		p.metrics.IPTablesRestoreFailures.WithLabelValues(g.Family().String()).Inc()
 		p.recordSetup(err)
 	}
 }

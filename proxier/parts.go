@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
@@ -47,8 +48,18 @@ type kernelSetup struct {
 }
 
 // noLocalEndpoints are the Services whose internal or external traffic
-// policy Local finds no endpoint on this node.
-type noLocalEndpoints struct{ internal, external map[types.NamespacedName]bool }
+// policy Local finds no endpoint on this node, per IP family.
+type noLocalEndpoints struct {
+	internal, external [len(desired.Families)]map[types.NamespacedName]bool
+}
+
+func newNoLocalEndpoints() noLocalEndpoints {
+	var n noLocalEndpoints
+	for _, f := range desired.Families {
+		n.internal[f], n.external[f] = map[types.NamespacedName]bool{}, map[types.NamespacedName]bool{}
+	}
+	return n
+}
 
 // blockedVIPs are each Service's load-balancer VIP:ports the node may not
 // reach, and all of them sorted, rebuilt when dirty.

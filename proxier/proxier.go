@@ -125,7 +125,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events, now: time.Now,
 		problems: map[types.NamespacedName]string{},
 		claims:   newClaims(),
-		noLocal:  noLocalEndpoints{internal: map[types.NamespacedName]bool{}, external: map[types.NamespacedName]bool{}},
+		noLocal:  newNoLocalEndpoints(),
 		blocked:  blockedVIPs{byService: map[types.NamespacedName][]ipset.Entry{}},
 		checks: healthChecks{want: map[types.NamespacedName]svchealth.Service{}, failed: map[types.NamespacedName]bool{},
 			server: svchealth.New(func() bool { ok, _ := health.Healthy(); return ok })},
@@ -138,6 +138,9 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 	p.glues = []*glue.Glue{glue.New(k.IPTables, desired.IPv4, cfg.Glue)}
 	if cfg.Desired.IPv6Capable {
 		p.glues = append(p.glues, glue.New(k.IP6Tables, desired.IPv6, cfg.Glue))
+	}
+	for _, fam := range p.families() {
+		m.InitFamily(fam.String())
 	}
 	p.rec = reconciler.New(reconciler.Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, Conntrack: k.Conntrack},
 		reconciler.Options{SetNames: names, Excluded: p.cfg.excluded, RetryMax: cfg.SyncPeriod, Now: func() time.Time { return p.now() }})
@@ -169,7 +172,9 @@ func (p *Proxier) Critical() CriticalFeed {
 
 func (p *Proxier) queued() {
 	p.health.QueuedUpdate()
-	p.metrics.LastQueuedTimestamp.SetToCurrentTime()
+	for _, fam := range p.families() {
+		p.metrics.LastQueuedTimestamp.WithLabelValues(fam.String()).SetToCurrentTime()
+	}
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
 	p.metrics.EndpointChangesPending.Set(float64(e))
@@ -267,9 +272,11 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	if full {
 		elapsed = time.Since(read.Started)
 	}
-	p.metrics.ObserveSync(elapsed, full)
+	for _, fam := range p.families() {
+		p.metrics.ObserveSync(fam.String(), elapsed, full)
+	}
 	p.metrics.KernelOpsTotal.Add(float64(done.Ops))
-	for _, fam := range desired.Families {
+	for _, fam := range p.families() {
 		if n := done.ConntrackCleared[fam]; n > 0 {
 			p.metrics.ConntrackDeleted.WithLabelValues(fam.String()).Add(float64(n))
 		}
@@ -316,8 +323,11 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		}
 		p.metrics.ServiceChangesTotal.Add(float64(in.change.serviceEdits))
 		p.metrics.EndpointChangesTotal.Add(float64(in.change.sliceEdits))
-		for _, t := range in.change.triggerTimes {
-			p.metrics.NetworkProgrammingDuration.Observe(now.Sub(t).Seconds())
+		// Under the changed slice's family, as upstream's proxier of that family alone observes it.
+		for _, t := range in.change.triggers {
+			if slices.Contains(p.families(), t.family) {
+				p.metrics.NetworkProgrammingDuration.WithLabelValues(t.family.String()).Observe(now.Sub(t.at).Seconds())
+			}
 		}
 	}
 	p.markSynced()

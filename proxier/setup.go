@@ -98,7 +98,9 @@ func (p *Proxier) markSynced() {
 		return
 	}
 	p.health.Updated()
-	p.metrics.LastSyncTimestamp.SetToCurrentTime()
+	for _, fam := range p.families() {
+		p.metrics.LastSyncTimestamp.WithLabelValues(fam.String()).SetToCurrentTime()
+	}
 }
 
 // setupKey names setupKernel's work in setup.status.
@@ -157,7 +159,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		}
 		drifted, t, err := g.Ensure(readBack)
 		if err != nil {
-			p.metrics.IPTablesRestoreFailures.Inc()
+			p.metrics.IPTablesRestoreFailures.WithLabelValues(g.Family().String()).Inc()
 			return chainsError{fmt.Errorf("%s iptables chains: %w", g.Family(), err)}
 		}
 		if drifted {
@@ -168,6 +170,15 @@ func (p *Proxier) setupKernel(readBack bool) error {
 			[]time.Duration{t.Lock, t.Save, t.Restore, t.ReadBack}))
 	}
 	return nil
+}
+
+// families are the IP families the proxier runs, IPv4 first: the node's.
+// Upstream runs a proxier per family, so its metrics carry the family.
+func (p *Proxier) families() []desired.Family {
+	if p.cfg.Desired.IPv6Capable {
+		return desired.Families[:]
+	}
+	return desired.Families[:1]
 }
 
 // sets are the ipsets of the families the node has.

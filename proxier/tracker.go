@@ -43,7 +43,14 @@ type changeTracker struct {
 type pendingChange struct {
 	serviceEdits int
 	sliceEdits   int
-	triggerTimes []time.Time // from the slices' last-change-trigger-time
+	triggers     []trigger // from the slices' last-change-trigger-time
+}
+
+// trigger is when the endpoints controller saw a change, and the IP family
+// of the slice it produced.
+type trigger struct {
+	at     time.Time
+	family desired.Family
 }
 
 func newChangeTracker(onChange func()) *changeTracker {
@@ -151,9 +158,13 @@ func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice 
 		p := t.markLocked(owner)
 		p.sliceEdits++
 		t.pendingSliceEdits++
-		if slice != nil {
+		if slice != nil && slice.AddressType != discovery.AddressTypeFQDN {
 			if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[triggerTimeAnnotation]); err == nil {
-				p.triggerTimes = append(p.triggerTimes, ts)
+				fam := desired.IPv4
+				if slice.AddressType == discovery.AddressTypeIPv6 {
+					fam = desired.IPv6
+				}
+				p.triggers = append(p.triggers, trigger{ts, fam})
 			}
 		}
 	}
