@@ -45,6 +45,17 @@ func (f Family) String() string {
 	return "IPv4"
 }
 
+// SliceFamily is the family of an EndpointSlice's address type; false for
+// FQDN or any other type, whose slices program nothing.
+func SliceFamily(t discovery.AddressType) (Family, bool) {
+	for _, f := range Families {
+		if t == f.addressType() {
+			return f, true
+		}
+	}
+	return IPv4, false
+}
+
 // addressType is the family's EndpointSlice address type.
 func (f Family) addressType() discovery.AddressType {
 	if f == IPv6 {

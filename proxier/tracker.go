@@ -158,12 +158,9 @@ func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice 
 		p := t.markLocked(owner)
 		p.sliceEdits++
 		t.pendingSliceEdits++
-		if slice != nil && slice.AddressType != discovery.AddressTypeFQDN {
-			if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[triggerTimeAnnotation]); err == nil {
-				fam := desired.IPv4
-				if slice.AddressType == discovery.AddressTypeIPv6 {
-					fam = desired.IPv6
-				}
+		if slice != nil {
+			fam, ok := desired.SliceFamily(slice.AddressType)
+			if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[triggerTimeAnnotation]); ok && err == nil {
 				p.triggers = append(p.triggers, trigger{ts, fam})
 			}
 		}
