@@ -191,8 +191,9 @@ func requireNoFailure(t *testing.T, what string, sum loopsSummary) {
 }
 
 // logLoops says what the loops of a switch saw. A switch back to kube-proxy
-// is measured, not required: kube-proxy restarting over its own state loses
-// a few NodePort SYNs too (docs/migration.md).
+// is measured, not required: its nftables mode answers nothing until its
+// first sync, and its IPVS mode once ignored topology hints for a while
+// (docs/migration.md).
 func logLoops(t *testing.T, what string, sum loopsSummary) {
 	t.Helper()
 	t.Logf("%s: %d requests, %d failed, %d answered after over a second", what, sum.requests, sum.failed, sum.slow)
