@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 )
@@ -148,5 +149,63 @@ func TestIPSetGrowsInPlace(t *testing.T) {
 	listed, _ := framework.Output("ip", "netns", "exec", ns, "ipset", "list", "-n")
 	if strings.Contains(listed, "KIP-GROW-") {
 		t.Errorf("a temporary set is left: %s", listed)
+	}
+}
+
+// TestSetsMadeAtIPSetToolsRevisions: every set the proxier makes is made at
+// the revision ipset(8), which upstream kube-proxy runs, makes it at on this
+// kernel: the same where the kernel knows today's revisions (Linux 6.1 and
+// later) and the kernel's highest where it is older (Linux 5.10, which
+// refused the pinned revision 6 of hash:ip,port,ip and so every Service).
+func TestSetsMadeAtIPSetToolsRevisions(t *testing.T) {
+	t.Parallel()
+	const ns = "kip-ipset-rev"
+	var h *ipset.Netlink
+	var err error
+	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision := func(set string) string {
+		t.Helper()
+		out, err := framework.Output("ip", "netns", "exec", ns, "ipset", "list", "-t", set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if r, ok := strings.CutPrefix(l, "Revision: "); ok {
+				return r
+			}
+		}
+		t.Fatalf("no revision in ipset list -t %s:\n%s", set, out)
+		return ""
+	}
+	seen := map[string]bool{}
+	for i, s := range desired.AllSets() {
+		kind := string(s.Type) + " " + s.Family
+		if seen[kind] {
+			continue
+		}
+		seen[kind] = true
+		ours, tools := fmt.Sprintf("KIP-REV-OURS-%d", i), fmt.Sprintf("KIP-REV-TOOL-%d", i)
+		s.Name = ours
+		if err := h.EnsureSet(s); err != nil {
+			t.Errorf("%s: %v", kind, err)
+			continue
+		}
+		args := []string{"ip", "netns", "exec", ns, "ipset", "create", tools, string(s.Type)}
+		if s.Type == ipset.BitmapPort {
+			args = append(args, "range", "0-65535")
+		} else {
+			args = append(args, "family", s.Family)
+		}
+		if _, err := framework.Output(args...); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := revision(ours), revision(tools); got != want {
+			t.Errorf("%s: made at revision %s, ipset(8) makes it at %s", kind, got, want)
+		} else {
+			t.Logf("%s: revision %s", kind, got)
+		}
 	}
 }

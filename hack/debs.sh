@@ -11,8 +11,8 @@ mkdir -p "$dir"
 missing=""
 for p in "$@"; do ls "$dir/${p}"_*.deb >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
-  (cd "$dir" && { apt-get download $missing >/dev/null 2>&1 \
-    || { apt-get update -qq >/dev/null && apt-get download $missing >/dev/null; }; })
+  (cd "$dir" && { apt-get ${KIP_APT_OPTS:-} download $missing >/dev/null 2>&1 \
+    || { apt-get ${KIP_APT_OPTS:-} update -qq >/dev/null && apt-get ${KIP_APT_OPTS:-} download $missing >/dev/null; }; })
 fi
 [ -n "$root" ] || exit 0
 files=$(for p in "$@"; do ls "$dir/${p}"_*.deb | tail -1; done)

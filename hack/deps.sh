@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh: install the Debian packages the VM tests need, if any is missing.
 set -euo pipefail
-pkgs="qemu-system-x86 kmod cpio iptables nftables ipset ipvsadm conntrack iproute2 busybox-static curl"
+pkgs="qemu-system-x86 kmod cpio xz-utils iptables nftables ipset ipvsadm conntrack iproute2 busybox-static curl"
 missing=""
 for p in $pkgs; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

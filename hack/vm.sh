@@ -14,10 +14,17 @@
 #       -p HOST:GUEST  with -f: this machine's 127.0.0.1:HOST reaches the VM's
 #                10.0.2.15:GUEST (the apiserver's way to a real node, e2e/tunnel).
 #
+# KIP_KERNEL picks the kernel (docs/compatibility.md), each prepared and
+# cached apart: unset, Debian bookworm's default (6.1); 6.12, bookworm's
+# 6.12; 5.10, Debian bullseye's, from a private apt list of that suite.
+#
 # Exit code: CMD's; 124 on timeout; 125 if the VM reported none.
 set -euo pipefail
 
-cache=${KIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-ipvs-proxy}/vm
+kernel=${KIP_KERNEL:-}
+case $kernel in ""|6.1|5.10|6.12) ;; *) echo "vm.sh: KIP_KERNEL=$kernel: want 6.1 (the default), 5.10 or 6.12" >&2; exit 2;; esac
+[ "$kernel" = 6.1 ] && kernel=""
+cache=${KIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-ipvs-proxy}/vm${kernel:+-$kernel}
 mkdir -p "$cache"; cache=$(readlink -f "$cache")   # the VM sees real paths only
 
 # Modules every test needs, loaded before CMD runs.
@@ -31,12 +38,16 @@ prepare() {
   for t in qemu-system-x86_64:qemu-system-x86 depmod:kmod cpio:cpio; do
     command -v "${t%%:*}" >/dev/null || { echo "vm.sh: missing ${t%%:*} (make deps installs ${t##*:})" >&2; exit 2; }
   done
-  local kpkg=${KIP_KERNEL_PKG:-}
-  resolve() { apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*\)/\1/p' | head -1; }
+  local kpkg=${KIP_KERNEL_PKG:-} meta=linux-image-amd64 apt=()
+  case $kernel in
+    6.12) meta=linux-image-6.12-amd64;;
+    5.10) suite_apt bullseye; apt=("${suite_opts[@]}");;
+  esac
+  resolve() { apt-cache "${apt[@]}" depends "$meta" 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*\)/\1/p' | head -1; }
   if [ -z "$kpkg" ]; then
     kpkg=$(resolve)
     # A fresh machine may have no package lists yet.
-    [ -n "$kpkg" ] || { apt-get update -qq >/dev/null 2>&1 || true; kpkg=$(resolve); }
+    [ -n "$kpkg" ] || { apt-get "${apt[@]}" update -qq >/dev/null 2>&1 || true; kpkg=$(resolve); }
   fi
   [ -n "$kpkg" ] || { echo "vm.sh: cannot resolve the kernel package (run apt-get update)" >&2; exit 2; }
   if [ -f "$cache/kpkg" ] && [ "$(cat "$cache/kpkg")" = "$kpkg" ] && [ -f "$cache/initrd.gz" ]; then
@@ -44,7 +55,8 @@ prepare() {
   fi
   echo "vm.sh: preparing $kpkg" >&2
   mkdir -p "$cache/debs"
-  "$(dirname "$0")/debs.sh" "$cache/debs" "$kpkg" busybox-static
+  KIP_APT_OPTS="${apt[*]}" "$(dirname "$0")/debs.sh" "$cache/debs" "$kpkg"
+  "$(dirname "$0")/debs.sh" "$cache/debs" busybox-static
   rm -rf "$cache/kernel" "$cache/bb"; mkdir -p "$cache/kernel" "$cache/bb"
   dpkg-deb -x "$cache/debs/$kpkg"_*.deb "$cache/kernel"
   dpkg-deb -x "$cache"/debs/busybox-static_*.deb "$cache/bb"
@@ -59,7 +71,11 @@ prepare() {
   local m f seen=""
   for m in virtio_pci 9pnet_virtio 9p overlay; do
     for f in $(modprobe -d "$cache/kernel" -S "$kver" --show-depends "$m" | awk '$1=="insmod"{print $2}'); do
-      case " $seen " in *" $f "*) ;; *) seen="$seen $f"; cp "$f" "$ir/mods/"; basename "$f" >>"$ir/mods/order";; esac
+      case " $seen " in *" $f "*) ;; *) seen="$seen $f"
+        # busybox's insmod takes no compressed module (6.12's are .ko.xz).
+        local ko; ko=$(basename "${f%.xz}")
+        case $f in *.xz) xz -dc "$f" >"$ir/mods/$ko";; *) cp "$f" "$ir/mods/$ko";; esac
+        echo "$ko" >>"$ir/mods/order";; esac
     done
   done
   cat >"$ir/init" <<'INIT'
@@ -83,6 +99,22 @@ INIT
   rm -rf "$ir"
   echo "$kver" >"$cache/kver"; echo "$kpkg" >"$cache/kpkg"
   echo "vm.sh: kernel $kver ready in $cache" >&2
+}
+
+# suite_apt SUITE sets suite_opts to apt options that read the package
+# lists of another Debian suite, kept in the cache: its sources are the
+# machine's own Debian mirrors (from /etc/apt) with the suite's name.
+suite_apt() {
+  local suite=$1 d="$cache/apt" src
+  mkdir -p "$d/lists/partial" "$d/parts"
+  src=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v s="$suite" '
+    /^URIs:/ { uri=$2 } /^Suites:/ { for (i = 2; i <= NF; i++) { if ($i ~ /-security$/) sec=uri; else if ($i !~ /-/) main=uri } }
+    END { if (main != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " main " " s " main";
+          if (sec != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " sec " " s "-security main" }')
+  [ -n "$src" ] || { echo "vm.sh: no Debian mirror in /etc/apt/sources.list.d to read $suite from" >&2; exit 2; }
+  echo "$src" >"$d/sources.list"
+  suite_opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$d/sources.list" -o "Dir::Etc::SourceParts=$d/parts" -o "Dir::State::Lists=$d/lists")
+  [ -n "$(ls "$d/lists" 2>/dev/null | grep -v partial)" ] || apt-get "${suite_opts[@]}" update -qq >/dev/null
 }
 
 run() {

@@ -15,22 +15,14 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
 
-// revisions pins each type to the revision the ipset(8) tool of current
-// distributions creates, so that `ipset save` prints the same sets as
-// upstream kube-proxy's (ipset v7.17 on Linux 6.1, read off `ipset list -t`).
-var revisions = map[Type]uint8{
-	HashIP:        5,
-	HashIPPort:    6,
-	HashIPPortIP:  6,
-	HashIPPortNet: 8,
-	BitmapPort:    3,
-}
-
 // Netlink manages sets over the ipset netlink protocol.
 type Netlink struct {
 	mu sync.Mutex
 	h  *netlink.Handle // creates and lists sets
 	w  *nlbatch.Conn   // adds, deletes (batched) and tests entries
+	// revisions are the kernel's known revisions per set type and family,
+	// asked once (revision).
+	revisions map[typeKey]kernelRevisions
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -56,19 +48,20 @@ func NewNetlink() (*Netlink, error) {
 func (n *Netlink) EnsureSet(s Set) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	opts := netlink.IpsetCreateOptions{
-		Revision:    revisions[s.Type],
-		MaxElements: s.MaxElem,
-		Family:      unix.AF_INET,
-	}
+	var family uint8 = unix.AF_INET
 	if s.Family == "inet6" {
-		opts.Family = unix.AF_INET6
+		family = unix.AF_INET6
 	}
+	rev, err := n.revision(s.Type, family)
+	if err != nil {
+		return fmt.Errorf("create ipset %s (%s): %w", s.Name, s.Type, err)
+	}
+	opts := netlink.IpsetCreateOptions{Revision: rev, MaxElements: s.MaxElem, Family: family}
 	if s.Type == BitmapPort {
 		opts.PortFrom, opts.PortTo = 0, 65535
 		opts.MaxElements = 0
 	}
-	err := n.h.IpsetCreate(s.Name, string(s.Type), opts)
+	err = n.h.IpsetCreate(s.Name, string(s.Type), opts)
 	if err == nil {
 		return nil
 	}
