@@ -102,6 +102,10 @@ type Input struct {
 	// PodCIDR is the Node's pod CIDR of the family
 	// (--detect-local-mode=NodeCIDR).
 	PodCIDR netip.Prefix
+	// Missing are the sets, by their IPv4 names, that the kernel refused
+	// to create (SetMissing): a rule that matches on one would fail the
+	// whole restore, so the rules on them wait for them.
+	Missing map[string]bool
 }
 
 func (a Input) equal(b Input) bool {
@@ -110,7 +114,7 @@ func (a Input) equal(b Input) bool {
 
 // sameButBlocked says whether a and b differ at most in their blocked VIPs.
 func (a Input) sameButBlocked(b Input) bool {
-	return maps.Equal(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR
+	return maps.Equal(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR && maps.Equal(a.Missing, b.Missing)
 }
 
 // gluePayload renders one family's chains for iptables-restore (or
@@ -121,7 +125,14 @@ func (a Input) sameButBlocked(b Input) bool {
 // empties it. The blocked VIPs' chain is edited apart (blocked.go): the
 // payload declares it only when blocked says so, and carries its edits.
 func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in Input, blocked blockedPlan) []byte {
+	// A set in use that the kernel refused is left out like an unused one.
 	inUse := in.InUse
+	if len(in.Missing) > 0 {
+		inUse = maps.Clone(in.InUse)
+		for s := range in.Missing {
+			delete(inUse, s)
+		}
+	}
 	loopback, reject := "127.0.0.0/8", "icmp-port-unreachable"
 	if fam == desired.IPv6 {
 		loopback, reject = "::1/128", "icmp6-port-unreachable"
@@ -207,12 +218,20 @@ func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in Input, 
 	setRule("filter")
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark %s -j ACCEPT`, markMask)
 	w(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
-	for _, s := range []string{desired.SetLoadBalancer, desired.SetClusterIP, desired.SetExternalIP, desired.SetExternalIPLocal} {
-		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", fam.SetName(s))
+	// The filter rejects new connections to a VIP that no Service port
+	// answers: without one of the sets it lets through, it would reject a
+	// Service's own traffic, so it waits for all of them.
+	filtered := []string{desired.SetLoadBalancer, desired.SetClusterIP, desired.SetExternalIP, desired.SetExternalIPLocal}
+	if !slices.ContainsFunc(append(filtered, desired.SetHealthCheckNodePort, desired.SetIPVSIPs), func(s string) bool { return in.Missing[s] }) {
+		for _, s := range filtered {
+			w("-A KUBE-IPVS-FILTER -m set --match-set %s dst,dst -j RETURN", fam.SetName(s))
+		}
+		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", fam.SetName(desired.SetHealthCheckNodePort))
+		w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.SetName(desired.SetIPVSIPs), reject)
 	}
-	w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", fam.SetName(desired.SetHealthCheckNodePort))
-	w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.SetName(desired.SetIPVSIPs), reject)
-	w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.SetName(desired.SetHealthCheckNodePort))
+	if !in.Missing[desired.SetHealthCheckNodePort] {
+		w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.SetName(desired.SetHealthCheckNodePort))
+	}
 	w("-A KUBE-SOURCE-RANGES-FIREWALL -j DROP")
 	for _, l := range blocked.edits {
 		w("%s", l)
@@ -416,12 +435,27 @@ type Times struct{ Lock, Save, Restore, ReadBack time.Duration }
 func (g *Glue) Use(in Input) bool {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
+	in.Missing = g.in.Missing // SetMissing's
 	changed := !in.equal(g.in)
 	g.in, g.known = in, true
 	if changed {
 		g.gen++
 	}
 	return changed
+}
+
+// SetMissing records the sets, by their IPv4 names, that the kernel
+// refused to create, whose rules wait for them, and reports whether that
+// changed the chains.
+func (g *Glue) SetMissing(sets map[string]bool) bool {
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	if maps.Equal(sets, g.in.Missing) {
+		return false
+	}
+	g.in.Missing = sets
+	g.gen++
+	return true
 }
 
 // Grow returns what the chains depend on with want's sets in use and

@@ -259,3 +259,35 @@ func TestGlueLeftBehindCatchesUp(t *testing.T) {
 		t.Errorf("rewrite once iptables works: %v", err)
 	}
 }
+
+// A set the kernel refused to create is matched by no rule, so that the
+// rest of the chains can be restored; the filter of unanswered VIPs, which
+// would reject the traffic of a set it cannot let through, waits for all
+// of its sets. Every other rule stays.
+func TestGlueLeavesOutTheRulesOfARefusedSet(t *testing.T) {
+	cfg := &Config{MasqueradeBit: 14}
+	all := map[string]bool{}
+	for _, s := range desired.IPv4Sets {
+		all[s.Name] = true
+	}
+	full := string(gluePayload(cfg, desired.IPv4, nil, Input{InUse: all}, blockedPlan{}))
+	for _, s := range desired.IPv4Sets {
+		if !strings.Contains(full, "--match-set "+s.Name+" ") {
+			continue // no rule matches on it
+		}
+		payload := string(gluePayload(cfg, desired.IPv4, nil, Input{InUse: all, Missing: map[string]bool{s.Name: true}}, blockedPlan{}))
+		if strings.Contains(payload, "--match-set "+s.Name+" ") {
+			t.Errorf("%s refused, yet a rule matches on it:\n%s", s.Name, payload)
+		}
+		filters := strings.Contains(full, "-A KUBE-IPVS-FILTER -m set --match-set "+s.Name+" ") ||
+			strings.Contains(full, "-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set "+s.Name+" ")
+		if filters && strings.Contains(payload, "-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW") {
+			t.Errorf("%s refused, yet the filter rejects:\n%s", s.Name, payload)
+		}
+		for _, l := range strings.Split(full, "\n") {
+			if !strings.Contains(l, "--match-set "+s.Name+" ") && !(filters && strings.HasPrefix(l, "-A KUBE-IPVS-FILTER")) && !strings.Contains(payload, l+"\n") {
+				t.Errorf("%s refused: the rule %q, which does not match on it, is gone", s.Name, l)
+			}
+		}
+	}
+}

@@ -28,6 +28,9 @@ var _ Interface = (*Fake)(nil)
 func NewFake() *Fake { return &Fake{sets: map[string]*fakeSet{}} }
 
 func (f *Fake) EnsureSet(s Set) error {
+	if _, err := f.ops.Begin("create-set " + s.Name); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.sets[s.Name]; !ok {

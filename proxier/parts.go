@@ -35,7 +35,8 @@ type driftSchedule struct {
 // time. On a node where kube-proxy's iptables mode's rules still answer,
 // our chains (which replace its dispatch) wait for the first sync's apply
 // (takeover). checked says the first setup looked, under mu, and
-// iptablesMode whether it found any of that mode's chains.
+// iptablesMode whether it found any of that mode's chains. refused are the
+// sets the kernel refused at the last setup, under mu (refuseSets).
 type kernelSetup struct {
 	status       status.Table[string]
 	retry        chan error
@@ -43,6 +44,7 @@ type kernelSetup struct {
 	early        chan error
 	done         bool
 	checked      bool
+	refused      []string
 	takeover     atomic.Bool
 	iptablesMode atomic.Bool
 }

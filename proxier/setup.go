@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,10 +44,19 @@ type chainsError struct{ err error }
 func (e chainsError) Error() string { return e.err.Error() }
 func (e chainsError) Unwrap() error { return e.err }
 
+// setsError is a setupKernel failure in sets the kernel refused to create:
+// the rest of the setup went on without them (refuseSets).
+type setsError struct{ err error }
+
+func (e setsError) Error() string { return e.err.Error() }
+func (e setsError) Unwrap() error { return e.err }
+
 // writable says whether a setup that returned err left what every write
-// needs, the dummy link and the ipsets, so that syncs can go on programming
-// IPVS, addresses and set entries while the chains are retried.
-func writable(err error) bool { return err == nil || errors.As(err, new(chainsError)) }
+// needs, the dummy link, so that syncs can go on programming IPVS,
+// addresses and set entries while the chains or a refused set are retried.
+func writable(err error) bool {
+	return err == nil || errors.As(err, new(chainsError)) || errors.As(err, new(setsError))
+}
 
 // retrySetup retries a failed setup once its backoff is due. Unless inline,
 // the retry runs on a goroutine of its own, as iptables may hang until its
@@ -132,11 +142,16 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		return err
 	}
 	lap("link")
+	// A set the kernel refuses holds back only what needs it.
+	var refused []string
+	var setErrs []error
 	for _, s := range p.sets() {
 		if err := p.kernel.Sets.EnsureSet(s); err != nil {
-			return err
+			refused = append(refused, s.Name)
+			setErrs = append(setErrs, err)
 		}
 	}
+	p.refuseSets(refused)
 	lap("sets")
 	if !p.setup.checked {
 		p.setup.checked = true
@@ -169,7 +184,34 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		took = append(took, zap.Durations("iptables "+g.Family().String()+" lock, save, restore, read back",
 			[]time.Duration{t.Lock, t.Save, t.Restore, t.ReadBack}))
 	}
+	if len(setErrs) > 0 {
+		return setsError{fmt.Errorf("the kernel refused %d ipsets; their entries and rules wait for them: %w", len(refused), errors.Join(setErrs...))}
+	}
 	return nil
+}
+
+// refuseSets tells the reconciler and the chains which sets the kernel
+// refused to create, by name, when that changed, so that the entries and
+// the rules of those sets wait for them while everything else is
+// programmed. setup.mu is held.
+func (p *Proxier) refuseSets(names []string) {
+	if slices.Equal(names, p.setup.refused) {
+		return
+	}
+	p.setup.refused = names
+	p.rec.SetsMissing(names)
+	for _, g := range p.glues {
+		var missing map[string]bool
+		for _, s := range desired.IPv4Sets {
+			if slices.Contains(names, g.Family().SetName(s.Name)) {
+				if missing == nil {
+					missing = map[string]bool{}
+				}
+				missing[s.Name] = true
+			}
+		}
+		g.SetMissing(missing)
+	}
 }
 
 // families are the IP families the proxier runs, IPv4 first: the node's.

@@ -67,7 +67,9 @@ func (r *Reconciler) addresses() members[netip.Addr] {
 // per set. An add grows its set first if it would overfill it (grow.go);
 // the adds are tried all the same if that fails: those that fit are written.
 func (r *Reconciler) entries() members[desired.SetEntry] {
+	missing := r.missingSets
 	return members[desired.SetEntry]{t: &r.entry, held: r.entriesHeld,
+		waits: func(e desired.SetEntry) bool { return missing[e.Set] },
 		send: func(keys []desired.SetEntry, removals bool) ([]error, error) {
 			answers := make([]error, len(keys))
 			bySet := map[string][]int{}

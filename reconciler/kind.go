@@ -95,6 +95,9 @@ type members[K comparable] struct {
 	t    *memberTable[K]
 	send func(keys []K, removals bool) ([]error, error)
 	held func([]K) (map[K]bool, error)
+	// waits, if set, says a key cannot be written yet and is no failure:
+	// it stays dirty, unplanned (an entry of a set the kernel refused).
+	waits func(K) bool
 }
 
 func (m members[K]) plan(k K, now time.Time, p *plans[K]) bool {
@@ -104,6 +107,8 @@ func (m members[K]) plan(k K, now time.Time, p *plans[K]) bool {
 	case want == held:
 		m.t.status.OK(k)
 	case m.t.status.Waiting(k, now):
+		return true
+	case m.waits != nil && m.waits(k):
 		return true
 	case want:
 		p.puts = append(p.puts, k)

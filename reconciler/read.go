@@ -224,7 +224,13 @@ func (r *Reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 			v.addr[a] = struct{}{}
 		}
 	}
+	r.mu.Lock()
+	missing := r.missingSets
+	r.mu.Unlock()
 	for _, name := range r.setNames {
+		if missing[name] {
+			continue // its entries read as absent until it is made
+		}
 		if r.reading.plan.believed != nil {
 			r.mu.Lock()
 			n, err := r.sets.Count(name)
@@ -282,6 +288,10 @@ func (r *Reconciler) readServices(names []types.NamespacedName) error {
 			believeIf(&r.addr, a, bound[a])
 		}
 		for _, e := range st.Entries {
+			if r.missingSets[e.Set] {
+				r.entry.forget(e)
+				continue
+			}
 			ok, err := r.sets.Has(e.Set, e.Entry)
 			if err != nil {
 				return err

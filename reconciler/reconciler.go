@@ -36,6 +36,10 @@ type Reconciler struct {
 	sets  ipset.Interface
 	// setNames are the ipsets whose entries are ours to manage.
 	setNames []string
+	// missingSets are those the kernel refused to create (SetsMissing):
+	// their entries are neither read nor written, and wait, dirty, for
+	// the set. Replaced whole, never changed in place.
+	missingSets map[string]bool
 	// excluded protects virtual servers that are not ours (--ipvs-exclude-cidrs).
 	excluded func(netip.Addr) bool
 
@@ -237,6 +241,23 @@ func (r *Reconciler) Record(changes []Change) map[string]bool {
 		}
 	}
 	return inUse
+}
+
+// SetsMissing names the sets the kernel refused to create, replacing the
+// last list: until a set is made, its entries are not read (they count as
+// absent) and not written, and they fail no Service; the refusal is the
+// kernel setup's to report. Once it is made, the next sync writes them.
+func (r *Reconciler) SetsMissing(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var m map[string]bool
+	for _, n := range names {
+		if m == nil {
+			m = map[string]bool{}
+		}
+		m[n] = true
+	}
+	r.missingSets = m
 }
 
 // Sync writes the dirty objects of the first Services, then every dirty
