@@ -31,7 +31,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", Usage: "IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's (120s)"},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", Usage: "IPVS timeout of UDP flows; 0 leaves the kernel's (300s)"},
 		&cli.StringSliceFlag{Name: "nodeport-addresses",
-			Usage: "CIDRs of the node addresses NodePorts are served on, or 'primary' for the Node's primary address (default: every address)"},
+			Usage: "CIDRs of the node addresses NodePorts are served on, mixed with the keywords 'primary' (the Node's primary addresses), 'localhost' and 'all'; per IP family, a family with no CIDR given is served on every address (default: every address)"},
 		&cli.StringFlag{Name: "cluster-cidr", Usage: "pod CIDR(s), comma separated; traffic to cluster IPs from outside them is masqueraded"},
 		&cli.StringFlag{Name: "detect-local-mode", Usage: "how pods' own traffic is told apart, exempt from masquerading: ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix"},
 		&cli.StringFlag{Name: "pod-bridge-interface", Usage: "the pods' bridge, with --detect-local-mode=BridgeInterface"},

@@ -154,17 +154,7 @@ func (o *Options) readProxier(r *reader) {
 	cfg.Glue.ClusterCIDRs = r.prefixes("cluster-cidr", []string{c.String("cluster-cidr")})
 	o.readDetectLocal(r)
 	cfg.ExcludeCIDRs = r.prefixes("ipvs-exclude-cidrs", c.StringSlice("ipvs-exclude-cidrs"))
-	var cidrs []string
-	for _, s := range c.StringSlice("nodeport-addresses") {
-		for _, part := range strings.Split(s, ",") {
-			if strings.TrimSpace(part) == "primary" {
-				cfg.NodePortPrimary = true
-			} else {
-				cidrs = append(cidrs, part)
-			}
-		}
-	}
-	cfg.NodePortAddresses = r.prefixes("nodeport-addresses", cidrs)
+	cfg.NodePortPrimary, cfg.NodePortAddresses = r.nodePortAddresses(c.StringSlice("nodeport-addresses"))
 	var err error
 	if cfg.PrimaryOverride, err = primaryOverride(c.String("bind-address")); err != nil {
 		r.fail("bind-address", "%v", err)
@@ -316,6 +306,45 @@ func (r *reader) prefixes(flag string, list []string) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// nodePortAddresses reads --nodeport-addresses as kube-proxy v1.37 does:
+// CIDRs mixed with the keywords 'primary' (the Node's primary address of
+// each family), 'localhost' (127.0.0.0/8 and ::1/128, which in IPVS mode
+// serve no NodePort) and 'all' (0.0.0.0/0 and ::/0), each keyword at most
+// once, with v1.37's messages.
+func (r *reader) nodePortAddresses(list []string) (primary bool, cidrs []netip.Prefix) {
+	seen := map[string]bool{}
+	i := 0
+	for _, s := range list {
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			switch part {
+			case "primary", "localhost", "all":
+				if seen[part] {
+					r.fail("nodeport-addresses", "NodePortAddresses[%d]: Duplicate value: %q", i, part)
+				}
+				seen[part] = true
+			default:
+				p, err := netip.ParsePrefix(part)
+				if err != nil {
+					r.fail("nodeport-addresses", "NodePortAddresses[%d]: Invalid value: %q: must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'", i, part)
+				} else {
+					cidrs = append(cidrs, p.Masked())
+				}
+			}
+			i++
+		}
+	}
+	if seen["localhost"] {
+		cidrs = append(cidrs, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+	}
+	if seen["all"] {
+		cidrs = append(cidrs, netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"))
+	}
+	return seen["primary"], cidrs
 }
 
 // primaryOverride reads --bind-address: an address other than 0.0.0.0 or

@@ -187,3 +187,44 @@ func TestModulesLoadedOrBuiltIn(t *testing.T) {
 		t.Error("no ip_vs_rr, yet no refusal")
 	}
 }
+
+// TestNodePortAddressKeywords: --nodeport-addresses takes kube-proxy
+// v1.37's keywords mixed with CIDRs, each keyword once, and says what is
+// wrong in v1.37's words.
+func TestNodePortAddressKeywords(t *testing.T) {
+	for _, c := range []struct {
+		value   string
+		primary bool
+		cidrs   string
+		err     string
+	}{
+		{"", false, "", ""},
+		{"primary", true, "", ""},
+		{"primary,10.0.0.0/8", true, "10.0.0.0/8", ""},
+		{"localhost", false, "127.0.0.0/8 ::1/128", ""},
+		{"all,primary", true, "0.0.0.0/0 ::/0", ""},
+		{"10.0.2.0/24,localhost,fd00::/64", false, "10.0.2.0/24 fd00::/64 127.0.0.0/8 ::1/128", ""},
+		{"primary,10.0.0.0/8,primary", false, "", `NodePortAddresses[2]: Duplicate value: "primary"`},
+		{"nodes", false, "", `NodePortAddresses[0]: Invalid value: "nodes": must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'`},
+		{"10.0.0.0/8,10.0.0.1", false, "", `NodePortAddresses[1]: Invalid value: "10.0.0.1"`},
+	} {
+		o, err := options("--nodeport-addresses=" + c.value)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.value, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.value, err)
+			continue
+		}
+		var cidrs []string
+		for _, p := range o.Proxier.NodePortAddresses {
+			cidrs = append(cidrs, p.String())
+		}
+		if o.Proxier.NodePortPrimary != c.primary || strings.Join(cidrs, " ") != c.cidrs {
+			t.Errorf("%q: primary %v, CIDRs %v; want %v, %s", c.value, o.Proxier.NodePortPrimary, cidrs, c.primary, c.cidrs)
+		}
+	}
+}

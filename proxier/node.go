@@ -79,16 +79,28 @@ func (n *nodeIPs) takeChanged() bool {
 	return c
 }
 
-// nodePortFilter keeps the addresses NodePorts are served on, as upstream:
-// all of them without --nodeport-addresses, else those within its CIDRs or
-// equal to the Node's primary address.
+// nodePortFilter keeps the addresses NodePorts are served on, as upstream
+// decides per IP family: those within --nodeport-addresses' CIDRs of the
+// family or equal to the Node's primary address of the family ('primary';
+// a loopback one counts as none), and every address of a family the list
+// says nothing of.
 func (c *Config) nodePortFilter(all []netip.Addr, primary [len(desired.Families)]netip.Addr) []netip.Addr {
+	var within [len(desired.Families)][]netip.Prefix
+	for _, p := range c.NodePortAddresses {
+		f := desired.FamilyOf(p.Addr())
+		within[f] = append(within[f], p)
+	}
+	if c.NodePortPrimary {
+		for f, a := range primary {
+			if a.IsValid() && !a.IsLoopback() {
+				within[f] = append(within[f], netip.PrefixFrom(a, a.BitLen()))
+			}
+		}
+	}
 	var out []netip.Addr
 	for _, a := range all {
-		ok := len(c.NodePortAddresses) == 0 && !c.NodePortPrimary ||
-			c.NodePortPrimary && a == primary[desired.FamilyOf(a)] ||
-			slices.ContainsFunc(c.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) })
-		if ok {
+		cidrs := within[desired.FamilyOf(a)]
+		if len(cidrs) == 0 || slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }) {
 			out = append(out, a)
 		}
 	}

@@ -116,10 +116,16 @@ func TestNodePortFilter(t *testing.T) {
 		want string
 	}{
 		"unset: every address": {Config{}, "10.0.2.15 192.168.7.1 fd00:2::15 fd00:7::1"},
-		"a CIDR":               {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "10.0.2.15"},
-		"primary":              {Config{NodePortPrimary: true}, "192.168.7.1 fd00:7::1"},
-		"primary and a CIDR":   {Config{NodePortPrimary: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.2.0/24")}}, "10.0.2.15 192.168.7.1 fd00:7::1"},
-		"an IPv6 CIDR alone":   {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:2::/64")}}, "fd00:2::15"},
+		// Upstream decides per family: one it is given no CIDR of is served on every address.
+		"a CIDR": {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "10.0.2.15 fd00:2::15 fd00:7::1"},
+		"all":    {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}, "10.0.2.15 192.168.7.1 fd00:2::15 fd00:7::1"},
+		// localhost: loopback CIDRs of both families, which no address NodePorts are served on is in.
+		"localhost": {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}, ""},
+		"localhost and a CIDR": {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
+			netip.MustParsePrefix("10.0.0.0/8")}}, "10.0.2.15"},
+		"primary":            {Config{NodePortPrimary: true}, "192.168.7.1 fd00:7::1"},
+		"primary and a CIDR": {Config{NodePortPrimary: true, NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.2.0/24")}}, "10.0.2.15 192.168.7.1 fd00:7::1"},
+		"an IPv6 CIDR alone": {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:2::/64")}}, "10.0.2.15 192.168.7.1 fd00:2::15"},
 	} {
 		var got []string
 		for _, a := range c.cfg.nodePortFilter(all, primary) {
