@@ -38,11 +38,12 @@ func StartCritical(ctx context.Context, client Client, names []types.NamespacedN
 	var svcSynced, epsSynced []cache.InformerSynced
 	for _, n := range names {
 		byName := func(o *metav1.ListOptions) {
-			o.LabelSelector = LabelSelector
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", n.Name).String()
+			o.LabelSelector = ServiceLabelSelector
+			o.FieldSelector = fields.AndSelectors(fields.OneTermEqualSelector("metadata.name", n.Name),
+				fields.ParseSelectorOrDie(ServiceFieldSelector)).String()
 		}
 		byService := func(o *metav1.ListOptions) {
-			o.LabelSelector = discovery.LabelServiceName + "=" + n.Name + "," + LabelSelector
+			o.LabelSelector = discovery.LabelServiceName + "=" + n.Name + "," + SliceLabelSelector
 		}
 		svcReg, err := inform(ctx, client, kubeclient.Services, n.Namespace, byName, resync, serviceEvents(svc))
 		if err != nil {

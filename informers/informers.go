@@ -40,9 +40,16 @@ func inform(ctx context.Context, client Client, r kubeclient.Resource, namespace
 	return reg, nil
 }
 
-// LabelSelector is kube-proxy's: Services (and their slices) that name
-// another service proxy, or are headless, are not ours.
-const LabelSelector = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
+// The selectors are kube-proxy v1.37's: a Service that names another
+// service proxy is not ours, nor is a headless one (no cluster IP); a
+// slice the EndpointSlice controller marks headless is not ours either.
+// (v1.34 filtered both kinds on both labels.) The slices of a Service
+// that is not ours are held, and programmed by nobody.
+const (
+	ServiceLabelSelector = "!service.kubernetes.io/service-proxy-name"
+	ServiceFieldSelector = "spec.clusterIP!=None"
+	SliceLabelSelector   = "!service.kubernetes.io/headless"
+)
 
 // ServiceHandler receives Service events.
 type ServiceHandler interface {
@@ -69,12 +76,15 @@ type NodeHandler interface {
 // once each cache holds its first complete list.
 func Start(ctx context.Context, client Client, nodeName string, resync time.Duration,
 	svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler) error {
-	filtered := func(o *metav1.ListOptions) { o.LabelSelector = LabelSelector }
-	svcReg, err := inform(ctx, client, kubeclient.Services, "", filtered, resync, serviceEvents(svc))
+	ours := func(o *metav1.ListOptions) {
+		o.LabelSelector, o.FieldSelector = ServiceLabelSelector, ServiceFieldSelector
+	}
+	svcReg, err := inform(ctx, client, kubeclient.Services, "", ours, resync, serviceEvents(svc))
 	if err != nil {
 		return err
 	}
-	epsReg, err := inform(ctx, client, kubeclient.EndpointSlices, "", filtered, resync, sliceEvents(eps))
+	notHeadless := func(o *metav1.ListOptions) { o.LabelSelector = SliceLabelSelector }
+	epsReg, err := inform(ctx, client, kubeclient.EndpointSlices, "", notHeadless, resync, sliceEvents(eps))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +131,81 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 	}
 	if slice.Annotations[v1.EndpointsLastChangeTriggerTime] == "" || ep.Addresses[0] != "10.244.0.5" || *ep.NodeName != "n1" || slice.Labels[discovery.LabelServiceName] != "web" {
 		t.Errorf("slice lost what the proxier reads: %+v", slice)
+	}
+}
+
+// namesHandler records the names of the Services and slices it is given.
+type namesHandler struct {
+	mu               sync.Mutex
+	services, slices []string
+	synced           chan struct{}
+}
+
+func (h *namesHandler) OnServiceAdd(s *v1.Service) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.services = append(h.services, s.Name)
+}
+func (h *namesHandler) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.slices = append(h.slices, s.Name)
+}
+func (h *namesHandler) OnServiceUpdate(_, _ *v1.Service)                    {}
+func (h *namesHandler) OnServiceDelete(*v1.Service)                         {}
+func (h *namesHandler) OnEndpointSliceUpdate(_, _ *discovery.EndpointSlice) {}
+func (h *namesHandler) OnEndpointSliceDelete(*discovery.EndpointSlice)      {}
+func (h *namesHandler) OnNodeChange(*v1.Node)                               {}
+func (h *namesHandler) OnServicesSynced()                                   { h.synced <- struct{}{} }
+func (h *namesHandler) OnEndpointSlicesSynced()                             { h.synced <- struct{}{} }
+
+// The informers filter as kube-proxy v1.37's do: Services on the proxy
+// name alone, slices on the headless label alone (v1.34 filtered both on
+// both). A Service that names another proxy, and its slices, are still
+// not programmed: a slice without its Service is nobody's.
+func TestInformersFilterAsKubeProxy137(t *testing.T) {
+	labelled := func(label string) map[string]string {
+		if label == "" {
+			return nil
+		}
+		return map[string]string{label: "x"}
+	}
+	svc := func(name, label string) runtime.Object {
+		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labelled(label)}}
+	}
+	slice := func(name, label string) runtime.Object {
+		l := labelled(label)
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[discovery.LabelServiceName] = name
+		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: l}}
+	}
+	const proxyName, headless = "service.kubernetes.io/service-proxy-name", "service.kubernetes.io/headless"
+	client := fake.NewSimpleClientset( //nolint:staticcheck
+		svc("plain", ""), svc("other-proxy", proxyName), svc("headless-label", headless),
+		slice("plain", ""), slice("other-proxy", proxyName), slice("headless-label", headless))
+	h := &namesHandler{synced: make(chan struct{}, 2)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, h, h, h); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case <-h.synced:
+		case <-time.After(time.Minute):
+			t.Fatal("caches never reported synced")
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	slices.Sort(h.services)
+	slices.Sort(h.slices)
+	if want := []string{"headless-label", "plain"}; !slices.Equal(h.services, want) {
+		t.Errorf("services %v, want %v", h.services, want)
+	}
+	if want := []string{"other-proxy", "plain"}; !slices.Equal(h.slices, want) {
+		t.Errorf("slices %v, want %v", h.slices, want)
 	}
 }
