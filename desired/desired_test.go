@@ -343,17 +343,20 @@ set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
 set KUBE-LOOP-BACK 10.244.0.1,udp:5353,10.244.0.1`,
 		},
 		{
-			name: "not ready skipped, nil conditions ready, first listing wins unless a later one is local, unmatched port ignored",
+			name: "not ready skipped, nil conditions ready, a listing that is not terminating wins, else the first, unmatched port ignored",
 			svc:  testobj.Service("10.96.0.10", testobj.Port("http", tcp, 80)),
 			slices: []*discovery.EndpointSlice{
 				testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("http", tcp, 8080), testobj.SlicePort("other", tcp, 9999)},
-					testobj.EP{IP: "10.244.0.1"}, testobj.EP{IP: "10.244.0.2", Ready: testobj.No}, testobj.EP{IP: "10.244.0.3", Ready: testobj.No}, testobj.EP{IP: "10.244.0.4", Ready: testobj.No}),
+					testobj.EP{IP: "10.244.0.1"}, testobj.EP{IP: "10.244.0.2", Ready: testobj.No}, testobj.EP{IP: "10.244.0.3", Ready: testobj.No},
+					testobj.EP{IP: "10.244.0.4", Ready: testobj.No, Serving: testobj.Yes, Terminating: testobj.Yes}, testobj.EP{IP: "10.244.0.5"}),
 				testobj.Slice("b", []discovery.EndpointPort{testobj.SlicePort("http", tcp, 8080)},
-					testobj.EP{IP: "10.244.0.1", Ready: testobj.No}, testobj.EP{IP: "10.244.0.3", Ready: testobj.Yes}, testobj.EP{IP: "10.244.0.4", Ready: testobj.Yes, Node: "me"}),
+					testobj.EP{IP: "10.244.0.1", Ready: testobj.No}, testobj.EP{IP: "10.244.0.3", Ready: testobj.Yes}, testobj.EP{IP: "10.244.0.4", Ready: testobj.Yes, Node: "me"},
+					testobj.EP{IP: "10.244.0.5", Ready: testobj.No, Serving: testobj.Yes, Terminating: testobj.Yes, Node: "me"}),
 			},
 			want: `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.1:8080 w=1
   rs 10.244.0.4:8080 w=1
+  rs 10.244.0.5:8080 w=1
 addr 10.96.0.10
 set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
 set KUBE-IPVS-IPS 10.96.0.10

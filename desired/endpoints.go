@@ -150,11 +150,12 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 					local:       e.NodeName != nil && *e.NodeName == nodeName,
 				}
-				// The same address in several listings is one endpoint: the
-				// first listing wins unless a later one says the endpoint is
-				// on this node, as upstream — which meets the slices in map
-				// order, at random; we take them in name order, so the
-				// result is stable.
+				// The same address in several listings is one endpoint: one
+				// that is not terminating wins, as in kube-proxy v1.37
+				// (v1.34 preferred one on this node), else the first.
+				// Upstream meets the slices in map order, at random, and
+				// keeps the last that is not terminating; we take them in
+				// name order and keep the first, so the result is stable.
 				if e.Hints != nil {
 					for _, z := range e.Hints.ForZones {
 						ep.zones = append(ep.zones, z.Name)
@@ -164,7 +165,7 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 					}
 				}
 				id := netip.AddrPortFrom(addr, ep.port)
-				if _, seen := byID[id]; !seen || ep.local {
+				if had, seen := byID[id]; !seen || had.terminating && !ep.terminating {
 					byID[id] = ep
 				}
 			}
