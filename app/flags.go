@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -75,7 +76,7 @@ func upstreamFlags() []cli.Flag {
 		&cli.StringFlag{Name: "write-config-to", Usage: "write the effective configuration to this file as a KubeProxyConfiguration and exit"},
 		&cli.StringFlag{Name: "bind-address", Value: "0.0.0.0", Usage: "the node's primary IP of its family, in place of the Node's (0.0.0.0 or :: for the Node's)"},
 		// Checked, then ignored with one Info line: nothing of ours depends on them.
-		&cli.StringFlag{Name: "feature-gates", Usage: "Name=true|false pairs; kube-ipvs-proxy behaves as kube-proxy v1.34 with its default gates"},
+		&cli.StringFlag{Name: "feature-gates", Usage: "Name=true|false pairs, checked as kube-proxy v1.37 checks them; AllowServiceExternalIPs=false is applied, the others change nothing IPVS mode does"},
 		&cli.StringFlag{Name: "show-hidden-metrics-for-version", Usage: "a MAJOR.MINOR version; kube-ipvs-proxy hides no metric"},
 		// clientConnection.acceptContentTypes of the configuration file (upstream has no flag).
 		&cli.StringFlag{Name: "kube-api-accept-content-types", Hidden: true},
@@ -99,3 +100,18 @@ var (
 		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )
+
+// flagValues are every flag's value in force, by name, as /flagz shows
+// them: lists comma separated.
+func flagValues(c *cli.Context) map[string]string {
+	out := map[string]string{}
+	for _, f := range c.App.Flags {
+		name := f.Names()[0]
+		if _, list := f.(*cli.StringSliceFlag); list {
+			out[name] = strings.Join(c.StringSlice(name), ",")
+			continue
+		}
+		out[name] = fmt.Sprint(c.Value(name))
+	}
+	return out
+}

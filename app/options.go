@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +34,10 @@ type Options struct {
 	// in force, for /configz and --write-config-to.
 	File      *proxyconfig.File
 	Effective *v1alpha1.KubeProxyConfiguration
+	// Flags are every flag's value in force, for /flagz; Started is when
+	// the options were read, for /statusz.
+	Flags   map[string]string
+	Started time.Time
 
 	Proxier proxier.Config
 	Kernel  KernelSettings
@@ -131,6 +137,7 @@ func NewOptions(c *cli.Context) (*Options, error) {
 		return nil, errors.Join(r.errs...)
 	}
 	o.Effective = proxyconfig.Effective(c)
+	o.Flags, o.Started = flagValues(c), time.Now()
 	return o, nil
 }
 
@@ -179,8 +186,7 @@ func (o *Options) readProxier(r *reader) {
 		}
 	}
 	cfg.Desired.NodeName = strings.ToLower(strings.TrimSpace(name))
-	_, err = os.Stat("/proc/net/if_inet6")
-	cfg.Desired.IPv6Capable = err == nil
+	cfg.Desired.IPv6Capable = ipv6Enabled("/proc")
 }
 
 // readDetectLocal reads --detect-local-mode and the interface it needs.
@@ -213,35 +219,37 @@ func (o *Options) readDetectLocal(r *reader) {
 	}
 }
 
-// Of the feature gates kube-proxy v1.34 reads in IPVS mode,
-// PreferSameTrafficDistribution (default true) is applied
-// (desired.Config.IgnoreNodeHints). These are GA and locked: upstream
-// refuses another value, and so do we. Every other gate changes nothing
-// kube-proxy's IPVS mode does; it is accepted and ignored (upstream also
-// refuses names it does not know, which would need its whole list).
-var lockedGates = map[string]bool{"LoadBalancerIPMode": true}
+// upstreamGate is one of kube-proxy's feature gates (featuregates.go).
+type upstreamGate struct{ Default, Locked bool }
 
-const appliedGate = "PreferSameTrafficDistribution"
-
-// readFeatureGates checks --feature-gates as upstream would and applies
-// the one gate that changes what we program.
+// readFeatureGates checks --feature-gates as kube-proxy v1.37 does: a gate
+// it does not know (one it removed, too) is refused, and so is a locked
+// gate set against its default, in its words. Of the rest, one changes
+// what we program: AllowServiceExternalIPs. KubeProxyIPVS, deprecated
+// in v1.37, is accepted: we are what it is being replaced by.
 func (o *Options) readFeatureGates(r *reader) {
 	gates, err := proxyconfig.ParseFeatureGates(r.c.String("feature-gates"))
 	if err != nil {
 		r.fail("feature-gates", "%v", err)
 		return
 	}
-	for name, on := range gates {
-		if locked, ok := lockedGates[name]; ok && on != locked {
-			r.fail("feature-gates", "%s is locked to %v in kube-proxy v1.34", name, locked)
+	for _, name := range slices.Sorted(maps.Keys(gates)) {
+		g, known := upstreamGates[name]
+		switch {
+		case !known:
+			r.fail("feature-gates", "unrecognized feature gate: %s (kube-proxy %s does not know it)", name, upstreamGatesVersion)
+		case g.Locked && gates[name] != g.Default:
+			r.fail("feature-gates", "cannot set feature gate %s to %v, feature is locked to %v", name, gates[name], g.Default)
 		}
 	}
-	if on, set := gates[appliedGate]; set && !on {
-		o.Proxier.Desired.IgnoreNodeHints = true
+	if on, set := gates[externalIPsGate]; set && !on {
+		o.Proxier.Desired.IgnoreExternalIPs = true
 	}
-	delete(gates, appliedGate)
+	delete(gates, externalIPsGate)
 	o.ignoredGates = gates
 }
+
+const externalIPsGate = "AllowServiceExternalIPs"
 
 // readKernel reads the node-wide kernel settings.
 func (o *Options) readKernel(r *reader) {
@@ -306,6 +314,17 @@ func (r *reader) prefixes(flag string, list []string) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// ipv6Enabled says whether the kernel under proc has IPv6, as kube-proxy
+// v1.37 decides it: the module is there (net/if_inet6) and not disabled
+// (net.ipv6.conf.all.disable_ipv6 is not 1).
+func ipv6Enabled(proc string) bool {
+	if _, err := os.Stat(filepath.Join(proc, "net/if_inet6")); err != nil {
+		return false
+	}
+	off, err := os.ReadFile(filepath.Join(proc, "sys/net/ipv6/conf/all/disable_ipv6"))
+	return err != nil || strings.TrimSpace(string(off)) != "1"
 }
 
 // nodePortAddresses reads --nodeport-addresses as kube-proxy v1.37 does:

@@ -57,7 +57,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 		return proxyconfig.Write(o.WriteConfigTo, o.Effective)
 	}}
 	args := []string{"kube-proxy", "--hostname-override=node-1", "--conntrack-max-per-core=0",
-		"--feature-gates=A=true", "--iptables-localhost-nodeports=false", "--kube-api-qps=50", "--v=2",
+		"--feature-gates=KubeProxyIPVS=true", "--iptables-localhost-nodeports=false", "--kube-api-qps=50", "--v=2",
 		"--vmodule=proxier=4", "--ipvs-exclude-cidrs=10.0.0.0/8,192.168.0.0/16", "--bind-address=10.0.2.15",
 		"--show-hidden-metrics-for-version=1.33", "--write-config-to=" + out}
 	if err := app.Run(args); err != nil {
@@ -70,7 +70,7 @@ func TestUpstreamFlagsParse(t *testing.T) {
 	c := f.Config
 	if c.HostnameOverride != "node-1" || *c.Conntrack.MaxPerCore != 0 || c.ClientConnection.QPS != 50 ||
 		len(c.IPVS.ExcludeCIDRs) != 2 || c.IPVS.SyncPeriod.Duration != 30*time.Second || len(f.Unknown) != 0 ||
-		c.BindAddress != "10.0.2.15" || !c.FeatureGates["A"] || c.ShowHiddenMetricsForVersion != "1.33" {
+		c.BindAddress != "10.0.2.15" || !c.FeatureGates["KubeProxyIPVS"] || c.ShowHiddenMetricsForVersion != "1.33" {
 		t.Errorf("written configuration %+v, unknown %v", c, f.Unknown)
 	}
 }
@@ -82,11 +82,17 @@ func TestUpstreamFlagChecks(t *testing.T) {
 		args []string
 		want string // in the error; "" for none
 	}{
-		{[]string{"--feature-gates=A=true,B=false", "--show-hidden-metrics-for-version=1.33"}, ""},
-		{[]string{"--feature-gates=A"}, "--feature-gates"},
-		{[]string{"--feature-gates=A=maybe"}, "--feature-gates"},
-		{[]string{"--feature-gates=LoadBalancerIPMode=true"}, ""},
-		{[]string{"--feature-gates=LoadBalancerIPMode=false"}, "LoadBalancerIPMode is locked to true"},
+		{[]string{"--feature-gates=KubeProxyIPVS=true,APIServingWithRoutine=true", "--show-hidden-metrics-for-version=1.33"}, ""},
+		{[]string{"--feature-gates=KubeProxyIPVS"}, "--feature-gates"},
+		{[]string{"--feature-gates=KubeProxyIPVS=maybe"}, "--feature-gates"},
+		// As kube-proxy v1.37: a gate it does not know, or no longer knows
+		// (v1.34 had LoadBalancerIPMode, locked), is refused, and so is a
+		// locked one set against its default.
+		{[]string{"--feature-gates=NoSuchGate=true"}, "unrecognized feature gate: NoSuchGate"},
+		{[]string{"--feature-gates=LoadBalancerIPMode=true"}, "unrecognized feature gate: LoadBalancerIPMode"},
+		{[]string{"--feature-gates=PreferSameTrafficDistribution=true"}, ""},
+		{[]string{"--feature-gates=PreferSameTrafficDistribution=false"}, "cannot set feature gate PreferSameTrafficDistribution to false, feature is locked to true"},
+		{[]string{"--feature-gates=KubeProxyIPVS=false"}, ""},
 		{[]string{"--show-hidden-metrics-for-version=v1.33"}, "--show-hidden-metrics-for-version"},
 		{[]string{"--show-hidden-metrics-for-version=1"}, "--show-hidden-metrics-for-version"},
 		{[]string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0\n-I INPUT -j ACCEPT"}, "--pod-bridge-interface"},
@@ -109,18 +115,18 @@ func TestUpstreamFlagChecks(t *testing.T) {
 	}
 }
 
-// TestPreferSameTrafficDistributionGate: the one feature gate that changes
-// what kube-proxy's IPVS mode programs is applied (a config file's
+// TestAllowServiceExternalIPsGate: the one feature gate that changes what
+// kube-proxy v1.37's IPVS mode programs is applied (a config file's
 // featureGates reaches it through the flag).
-func TestPreferSameTrafficDistributionGate(t *testing.T) {
-	for gates, ignore := range map[string]bool{"": false, "PreferSameTrafficDistribution=true": false,
-		"PreferSameTrafficDistribution=false": true, "A=true,PreferSameTrafficDistribution=false": true} {
+func TestAllowServiceExternalIPsGate(t *testing.T) {
+	for gates, ignore := range map[string]bool{"": false, "AllowServiceExternalIPs=true": false,
+		"AllowServiceExternalIPs=false": true, "KubeProxyIPVS=true,AllowServiceExternalIPs=false": true} {
 		o, err := options("--feature-gates=" + gates)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := o.Proxier.Desired.IgnoreNodeHints; got != ignore {
-			t.Errorf("--feature-gates=%s: node hints ignored %v, want %v", gates, got, ignore)
+		if got := o.Proxier.Desired.IgnoreExternalIPs; got != ignore {
+			t.Errorf("--feature-gates=%s: external IPs ignored %v, want %v", gates, got, ignore)
 		}
 	}
 }
@@ -226,5 +232,36 @@ func TestNodePortAddressKeywords(t *testing.T) {
 		if o.Proxier.NodePortPrimary != c.primary || strings.Join(cidrs, " ") != c.cidrs {
 			t.Errorf("%q: primary %v, CIDRs %v; want %v, %s", c.value, o.Proxier.NodePortPrimary, cidrs, c.primary, c.cidrs)
 		}
+	}
+}
+
+// IPv6 is the node's when the kernel has it and it is not disabled, as
+// kube-proxy v1.37 decides (v1.34 looked at the first only).
+func TestIPv6EnabledAsUpstream(t *testing.T) {
+	for _, c := range []struct {
+		inet6   bool
+		disable string // "" for no such file
+		want    bool
+	}{{false, "", false}, {true, "", true}, {true, "0\n", true}, {true, "1\n", false}} {
+		proc := t.TempDir()
+		if c.inet6 {
+			mustWrite(t, filepath.Join(proc, "net/if_inet6"), "")
+		}
+		if c.disable != "" {
+			mustWrite(t, filepath.Join(proc, "sys/net/ipv6/conf/all/disable_ipv6"), c.disable)
+		}
+		if got := ipv6Enabled(proc); got != c.want {
+			t.Errorf("if_inet6 %v, disable_ipv6 %q: IPv6 %v, want %v", c.inet6, c.disable, got, c.want)
+		}
+	}
+}
+
+func mustWrite(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,10 +7,10 @@ type Config struct {
 	// IPv6Capable says the node has IPv6: IPv6 Services are programmed.
 	// Without it they are skipped, each with a problem.
 	IPv6Capable bool
-	// IgnoreNodeHints (--feature-gates=PreferSameTrafficDistribution=false)
-	// makes endpoints' node hints count for nothing, as upstream with that
-	// gate off: trafficDistribution PreferSameNode falls back to the zone.
-	IgnoreNodeHints bool
+	// IgnoreExternalIPs (--feature-gates=AllowServiceExternalIPs=false)
+	// programs no Service's external IPs, as kube-proxy v1.37 with that
+	// gate off: the Service is as if it had none.
+	IgnoreExternalIPs bool
 }
 
 // DefaultScheduler is kube-proxy's --ipvs-scheduler default: round robin.
@@ -23,12 +23,3 @@ var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh",
 // SchedulerAnnotation on a Service picks its IPVS scheduler, overriding
 // --ipvs-scheduler for that Service alone.
 const SchedulerAnnotation = "kube-ipvs-proxy.io/ipvs-scheduler"
-
-// hintedNode is the node name endpoints' node hints must hold to count:
-// none when the hints are ignored.
-func (c *Config) hintedNode() string {
-	if c.IgnoreNodeHints {
-		return ""
-	}
-	return c.NodeName
-}

@@ -135,7 +135,7 @@ func FuzzDesiredState(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, s1, s2 string) {
 		b := testobj.FuzzBytes(data)
 		svc, sl := fuzzService(&b, s1, s2)
-		cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: b.Next()%4 != 0, IgnoreNodeHints: b.Next()%4 == 0}
+		cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: b.Next()%4 != 0, IgnoreExternalIPs: b.Next()%4 == 0}
 
 		st, problems := Compute(svc, sl, cfg, node)
 		if again, _ := Compute(svc, sl, cfg, node); again.String() != st.String() {

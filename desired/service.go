@@ -98,6 +98,11 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 	if svc == nil || !programsClusterIP(svc) {
 		return st, nil
 	}
+	if cfg.IgnoreExternalIPs && len(svc.Spec.ExternalIPs) > 0 {
+		without := *svc
+		without.Spec.ExternalIPs = nil
+		svc = &without
+	}
 	clusterIPs, problems := clusterIPsOf(svc, cfg.IPv6Capable)
 	if len(clusterIPs) == 0 {
 		return st, problems
@@ -148,7 +153,7 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 		for _, f := range fams {
 			eps, epProblems := endpointsFor(sp, slices, cfg.NodeName, f.fam)
 			problems = append(problems, epProblems...)
-			choice := categorize(eps, policy, cfg.hintedNode(), node.Zone)
+			choice := categorize(eps, policy, cfg.NodeName, node.Zone)
 			p := portState{State: &st, fam: f.fam, scheduler: scheduler, sticky: sticky, proto: proto,
 				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
 

@@ -31,7 +31,7 @@ clientConnection:
   kubeconfig: %s
 clusterCIDR: ""
 featureGates:
-  PreferSameTrafficDistribution: false
+  AllowServiceExternalIPs: false
 detectLocalMode: InterfaceNamePrefix
 detectLocal:
   interfaceNamePrefix: kv
@@ -106,25 +106,26 @@ func TestConfigFile(t *testing.T) {
 		}
 	}
 
-	// Node hints: one endpoint hinted for this node, one for another. They
-	// count with PreferSameTrafficDistribution on (v1.34's default), not
-	// with the file's gate off.
-	hinted := framework.ClusterIPService("config", "hinted", "10.96.19.11", framework.Port("", v1.ProtocolTCP, 80, 8080))
-	hintedSlice := framework.Slice("config", "hinted", "hinted-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
-		framework.Endpoint("10.244.19.1", framework.NodeName, true), framework.Endpoint("10.244.19.2", "other-node", true))
-	hintedSlice.Endpoints[0].Hints = &discovery.EndpointHints{ForNodes: []discovery.ForNode{{Name: framework.NodeName}}}
-	hintedSlice.Endpoints[1].Hints = &discovery.EndpointHints{ForNodes: []discovery.ForNode{{Name: "other-node"}}}
-	mustApply(t, hinted, hintedSlice)
+	// External IPs: programmed with AllowServiceExternalIPs on (the
+	// default), not with the file's gate off (kube-proxy v1.37's gate).
+	external := framework.ClusterIPService("config", "external", "10.96.19.11", framework.Port("", v1.ProtocolTCP, 80, 8080))
+	external.Spec.ExternalIPs = []string{"10.251.19.1"}
+	externalSlice := framework.Slice("config", "external", "external-1", []discovery.EndpointPort{framework.SlicePort("", v1.ProtocolTCP, 8080)},
+		framework.Endpoint("10.244.19.1", framework.NodeName, true))
+	mustApply(t, external, externalSlice)
 	t.Cleanup(func() {
-		if err := env.DeleteService("config", "hinted"); err != nil {
-			t.Errorf("delete config/hinted: %v", err)
+		if err := env.DeleteService("config", "external"); err != nil {
+			t.Errorf("delete config/external: %v", err)
 		}
 	})
-	hintedRealServers := func(want ...string) func() error {
+	externalIPProgrammed := func(want bool) func() error {
 		return func() error {
-			got, err := realServers(t, ipvs.Key{Address: mustAddr("10.96.19.11"), Protocol: ipvs.TCP, Port: 80})
-			if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
-				return fmt.Errorf("real servers %v, %v; want %v", got, err, want)
+			_, ok, err := kernelIPVS(t).GetVirtualServer(ipvs.Key{Address: mustAddr("10.251.19.1"), Protocol: ipvs.TCP, Port: 80})
+			if err != nil || ok != want {
+				return fmt.Errorf("the external IP's virtual server there %v, %v; want %v", ok, err, want)
+			}
+			if _, ok, err := kernelIPVS(t).GetVirtualServer(ipvs.Key{Address: mustAddr("10.96.19.11"), Protocol: ipvs.TCP, Port: 80}); err != nil || !ok {
+				return fmt.Errorf("the cluster IP's virtual server is missing (%v)", err)
 			}
 			return nil
 		}
@@ -159,7 +160,7 @@ func TestConfigFile(t *testing.T) {
 		return nil
 	})
 	eventually(t, "the node inside the source ranges by the file's bindAddress", 10*time.Second, nodeAllowed(true))
-	eventually(t, "node hints ignored by the file's feature gate", 10*time.Second, hintedRealServers("10.244.19.1:8080/1", "10.244.19.2:8080/1"))
+	eventually(t, "external IPs left out by the file's feature gate", 10*time.Second, externalIPProgrammed(false))
 	if n := countLogLines(t, p, "udpIdleTimeout"); n != 1 {
 		t.Errorf("the unknown field is named in %d log lines, want 1 (see %s)", n, p.LogPath)
 	}
@@ -198,7 +199,7 @@ func TestConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the node outside the source ranges by the Node's address", 10*time.Second, nodeAllowed(false))
-	eventually(t, "node hints followed with the default gates", 10*time.Second, hintedRealServers("10.244.19.1:8080/1"))
+	eventually(t, "external IPs programmed with the default gates", 10*time.Second, externalIPProgrammed(true))
 	if err := p.Stop(); err != nil { // later tests start the suite's own
 		t.Fatal(err)
 	}

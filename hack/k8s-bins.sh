@@ -6,10 +6,10 @@
 # kube-controller-manager and kube-scheduler; e2e.test and agnhost, for
 # make conformance).
 #
-# k8s.io/kubernetes maps its k8s.io/* staging modules to ./staging at v0.0.0,
-# so a throwaway module requires it and replaces each staging module with its
-# published v0.MINOR.PATCH.
+# The binaries build in a throwaway module that requires k8s.io/kubernetes
+# (hack/k8s-module.sh).
 set -euo pipefail
+. "$(dirname "$0")/k8s-module.sh"
 ver=${K8S_VERSION:-1.34.4}
 etcdver=${ETCD_VERSION:-3.6.6}
 out=${KIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-ipvs-proxy}/k8s/v$ver-etcd$etcdver
@@ -37,17 +37,8 @@ for b in $need; do
     ;;
   *)
     echo "k8s-bins: building $b v$ver (first time only, a few minutes)" >&2
-    mkdir -p "$w/k8s" && cd "$w/k8s"
-    if [ ! -f go.mod ]; then
-      go mod init kipk8s >/dev/null 2>&1
-      modfile=$(go mod download -json "k8s.io/kubernetes@v$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-      {
-        echo "require k8s.io/kubernetes v$ver"
-        echo "replace ("
-        grep -E '^\s*k8s.io/[a-z0-9-]+ => \./staging' "$modfile" | awk -v v="v0.$minor.$patch" '{print "\t" $1 " => " $1 " " v}'
-        echo ")"
-      } >>go.mod
-    fi
+    [ -f "$w/k8s/go.mod" ] || k8s_module "$w/k8s" "$ver"
+    cd "$w/k8s"
     # e2e.test is test/e2e's test binary, agnhost the e2e tests' server.
     pkg=k8s.io/kubernetes/cmd/$b
     case $b in e2e.test) pkg=k8s.io/kubernetes/test/e2e;; agnhost) pkg=k8s.io/kubernetes/test/images/agnhost;; esac
