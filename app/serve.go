@@ -14,6 +14,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/proxyconfig"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/zpages"
 )
 
 // serve runs an HTTP server on addr until ctx is done. A bind failure is
@@ -45,9 +46,12 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 	return nil
 }
 
+// component is the name the z-pages give the program.
+const component = "kube-ipvs-proxy"
+
 // serveHTTP starts the health server, and the metrics server with
-// /healthz, /livez, /configz and, with --profiling, pprof beside the
-// metrics, as kube-proxy serves them, /debug/state (see stateHandler) and,
+// /healthz, /livez, /configz, /flagz, /statusz and, with --profiling,
+// pprof beside the metrics, as kube-proxy serves them, /debug/state (see stateHandler) and,
 // with --ipvs-stats, the IPVS statistics (ipvsStats, else nil).
 func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz.State, m *metrics.Metrics, p stateSource,
 	ipvsStats http.Handler) error {
@@ -72,5 +76,12 @@ func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz
 		extra["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
 		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
 	}
+	// kube-proxy v1.37's z-pages; /statusz lists the server's paths.
+	paths := []string{"/metrics", "/proxyMode", "/flagz"}
+	for p := range extra {
+		paths = append(paths, p)
+	}
+	extra["/flagz"] = zpages.Flagz(component, o.Flags)
+	extra["/statusz"] = zpages.Statusz(component, BuildVersion, o.Started, paths)
 	return serve(ctx, log, "metrics", o.MetricsAddress, o.BindAddressHardFail, m.Handler(extra))
 }
