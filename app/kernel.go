@@ -40,11 +40,14 @@ func openKernel(log *zap.Logger, settings KernelSettings) (proxier.Kernel, error
 // upstream does at start-up; a failure (a read-only /sys or /proc in a
 // container) is one Warning, and the kernel's values stay.
 func setUpConntrack(log *zap.Logger, ct conntrack.Settings) {
-	cpus := runtime.NumCPU()
-	if err := conntrack.GrowHashTable(ct.Max(cpus)); err != nil {
+	want := ct.Max(runtime.NumCPU())
+	if err := conntrack.RaiseMax(want); err != nil {
+		log.Warn("conntrack table not grown", zap.Error(err))
+	}
+	if err := conntrack.GrowHashTable(want); err != nil {
 		log.Warn("conntrack hash table not grown", zap.Error(err))
 	}
-	if err := ipvs.ApplySysctls(ct.Sysctls(cpus)); err != nil {
+	if err := ipvs.ApplySysctls(ct.Sysctls()); err != nil {
 		log.Warn("conntrack settings not applied", zap.Error(err))
 	}
 }

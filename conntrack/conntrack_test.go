@@ -4,6 +4,10 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,23 +46,32 @@ func TestFilterMatchesOnlyFlowsAnsweredByOthers(t *testing.T) {
 
 func TestSettingsAsUpstream(t *testing.T) {
 	s := Settings{MaxPerCore: 32768, Min: 131072, TCPEstablished: 24 * time.Hour, TCPCloseWait: time.Hour}
-	got := s.Sysctls(2)
+	got := s.Sysctls()
 	want := map[string]string{
-		"net/netfilter/nf_conntrack_max":                     "131072", // 2 cores × 32768 is below min
 		"net/netfilter/nf_conntrack_tcp_timeout_established": "86400",
 		"net/netfilter/nf_conntrack_tcp_timeout_close_wait":  "3600",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("sysctls %v, want %v", got, want)
 	}
+	if m := s.Max(2); m != 131072 {
+		t.Errorf("2 cores: max %d, want 131072 (2 × 32768 is below min)", m)
+	}
 	if m := s.Max(8); m != 262144 {
 		t.Errorf("8 cores: max %d, want 262144", m)
+	}
+	// kube-proxy v1.37 caps the product at 1,048,576, before it takes min.
+	if m := s.Max(64); m != 1048576 {
+		t.Errorf("64 cores: max %d, want the cap 1048576", m)
+	}
+	if m := (Settings{MaxPerCore: 32768, Min: 2 << 20}).Max(64); m != 1048576 {
+		t.Errorf("64 cores, min above the cap: max %d, want 1048576 as upstream", m)
 	}
 	if m := (Settings{Min: 131072}).Max(8); m != 0 {
 		t.Errorf("no max per core: max %d, want 0 (left as is)", m)
 	}
 	s = Settings{UDP: 30 * time.Second, UDPStream: 2 * time.Minute, TCPBeLiberal: true}
-	if got := s.Sysctls(2); got["net/netfilter/nf_conntrack_udp_timeout"] != "30" || got["net/netfilter/nf_conntrack_udp_timeout_stream"] != "120" ||
+	if got := s.Sysctls(); got["net/netfilter/nf_conntrack_udp_timeout"] != "30" || got["net/netfilter/nf_conntrack_udp_timeout_stream"] != "120" ||
 		got["net/netfilter/nf_conntrack_tcp_be_liberal"] != "1" || len(got) != 3 {
 		t.Errorf("udp and liberal: %v", got)
 	}
@@ -84,5 +97,22 @@ func TestClearPassesAgainOverAnInterruptedDump(t *testing.T) {
 	stale := []Stale{{VIP: netip.MustParseAddrPort("10.96.0.10:53")}}
 	if n, err := (Netlink{}).Clear(stale); n != 6 || err != nil || passes != 3 {
 		t.Fatalf("Clear = %d, %v after %d passes; want 6, nil after 3", n, err, passes)
+	}
+}
+
+// The table is raised to what is asked, never lowered (kube-proxy v1.37).
+func TestRaiseMaxNeverLowers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nf_conntrack_max")
+	for _, c := range []struct{ had, want, left string }{{"65536", "131072", "131072"}, {"262144", "131072", "262144"}} {
+		if err := os.WriteFile(path, []byte(c.had+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(c.want)
+		if err := raise(path, n); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(path); strings.TrimSpace(string(got)) != c.left {
+			t.Errorf("had %s, asked %s: left %s, want %s", c.had, c.want, got, c.left)
+		}
 	}
 }

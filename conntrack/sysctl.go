@@ -17,22 +17,27 @@ type Settings struct {
 	TCPBeLiberal                                 bool
 }
 
-// Max is the table size kube-proxy asks for: MaxPerCore per CPU, at least
-// Min; 0 (leave it) without MaxPerCore.
+// maxScaled caps MaxPerCore's product, as kube-proxy v1.37 does: with the
+// default 32768 per core, nodes of more than 32 CPUs.
+const maxScaled = 1 << 20
+
+// Max is the table size kube-proxy v1.37 asks for: MaxPerCore per CPU, at
+// most maxScaled, else at least Min; 0 (leave it) without MaxPerCore.
+// (Upstream caps before it takes Min, so a Min above the cap is not met.)
 func (s Settings) Max(cpus int) int {
 	if s.MaxPerCore <= 0 {
 		return 0
 	}
+	if scaled := s.MaxPerCore * cpus; scaled > maxScaled {
+		return maxScaled
+	}
 	return max(s.MaxPerCore*cpus, s.Min)
 }
 
-// Sysctls are the /proc/sys settings (relative paths) for s, as upstream
-// sets them.
-func (s Settings) Sysctls(cpus int) map[string]string {
+// Sysctls are the /proc/sys timeouts (relative paths) for s, as upstream
+// sets them; the table's size is RaiseMax's.
+func (s Settings) Sysctls() map[string]string {
 	out := map[string]string{}
-	if m := s.Max(cpus); m > 0 {
-		out["net/netfilter/nf_conntrack_max"] = strconv.Itoa(m)
-	}
 	seconds := func(key string, d time.Duration) {
 		if d > 0 {
 			out["net/netfilter/"+key] = strconv.Itoa(int(d.Seconds()))
@@ -69,6 +74,29 @@ func GrowHashTable(maxEntries int) error {
 	}
 	if err := os.WriteFile(hashSizePath, []byte(strconv.Itoa(want)), 0o644); err != nil {
 		return fmt.Errorf("set conntrack hash size %d (is /sys mounted read-only?): %w", want, err)
+	}
+	return nil
+}
+
+// maxPath is the conntrack table's size.
+const maxPath = "/proc/sys/net/netfilter/nf_conntrack_max"
+
+// RaiseMax makes the conntrack table hold at least want entries, never
+// fewer than it does: kube-proxy v1.37 only raises it, so that a node
+// sized up by its operator keeps that.
+func RaiseMax(want int) error { return raise(maxPath, want) }
+
+func raise(path string, want int) error {
+	if want <= 0 {
+		return nil
+	}
+	if cur, err := os.ReadFile(path); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(cur))); err == nil && n >= want {
+			return nil
+		}
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(want)), 0o644); err != nil {
+		return fmt.Errorf("set sysctl net.netfilter.nf_conntrack_max=%d: %w", want, err)
 	}
 	return nil
 }
