@@ -94,9 +94,12 @@ func (c *Conn) setup() error {
 
 // StrictDumps makes the kernel honour a dump request's filters (such as an
 // address dump's interface index) instead of dumping everything, and
-// refuse a request it cannot parse exactly (NETLINK_GET_STRICT_CHK, Linux 4.20).
+// refuse a request it cannot parse exactly (NETLINK_GET_STRICT_CHK, Linux
+// 4.20). A kernel without it (ENOPROTOOPT: RHEL 8's 4.18) is no error: its
+// dumps answer more, and the readers here filter what they get themselves.
 func (c *Conn) StrictDumps() error {
-	if err := unix.SetsockoptInt(c.fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err != nil {
+	err := unix.SetsockoptInt(c.fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
+	if err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
 		return fmt.Errorf("netlink strict checking: %w", err)
 	}
 	return nil
