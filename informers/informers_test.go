@@ -62,6 +62,24 @@ func (h *slowHandler) OnEndpointSlicesSynced() {
 	h.synced <- struct{}{}
 }
 
+// startSynced starts the informers on client until the test ends, and
+// waits for both Synced handlers to have been called (each sends on synced).
+func startSynced(t *testing.T, client *fake.Clientset, svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler, synced chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, svc, eps, node); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case <-synced:
+		case <-time.After(time.Minute):
+			t.Fatal("caches never reported synced")
+		}
+	}
+}
+
 // A first sync must see every object: the proxier deletes what it does not
 // see, so "synced" may only be reported once the handlers have all of it.
 func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
@@ -77,18 +95,7 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	}
 	client := fake.NewSimpleClientset(objs...) //nolint:staticcheck
 	h := &slowHandler{synced: make(chan struct{}, 2)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, h, h, h); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		select {
-		case <-h.synced:
-		case <-time.After(time.Minute):
-			t.Fatal("caches never reported synced")
-		}
-	}
+	startSynced(t, client, h, h, h, h.synced)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.managedFields > 0 {
@@ -186,18 +193,7 @@ func TestInformersFilterAsKubeProxy137(t *testing.T) {
 		svc("plain", ""), svc("other-proxy", proxyName), svc("headless-label", headless),
 		slice("plain", ""), slice("other-proxy", proxyName), slice("headless-label", headless))
 	h := &namesHandler{synced: make(chan struct{}, 2)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, h, h, h); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		select {
-		case <-h.synced:
-		case <-time.After(time.Minute):
-			t.Fatal("caches never reported synced")
-		}
-	}
+	startSynced(t, client, h, h, h, h.synced)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	slices.Sort(h.services)

@@ -71,7 +71,7 @@ func run(dir string, proxiers []string) error {
 	}
 	slices.Sort(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# [sig-network] Services e2e tests, k8s.io/kubernetes e2e.test\n\n")
+	fmt.Fprintf(&b, "# Kubernetes e2e tests (k8s.io/kubernetes e2e.test), every selected test\n\n")
 	summary := summarize(names, results, proxiers)
 	fmt.Fprintf(&b, "%s\n\n| test | %s |\n|---|%s\n", summary, strings.Join(proxiers, " | "), strings.Repeat("---|", len(proxiers)))
 	for _, n := range names {
@@ -109,7 +109,8 @@ func run(dir string, proxiers []string) error {
 	return nil
 }
 
-// read returns the Services tests of one junit file by name.
+// read returns the tests of one junit file that the focus and skip
+// expressions selected, by name (not the suite's set-up nodes).
 func read(path string) (map[string]result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -123,7 +124,7 @@ func read(path string) (map[string]result, error) {
 	for _, suite := range s.Suites {
 		for _, c := range suite.Cases {
 			name := strings.TrimPrefix(c.Name, "[It] ")
-			if !strings.HasPrefix(name, "[sig-network] Services ") {
+			if !strings.HasPrefix(name, "[sig-") {
 				continue
 			}
 			r := result{status: c.Status, seconds: c.Time}
@@ -163,7 +164,7 @@ func summarize(names []string, results map[string]map[string]result, proxiers []
 				}
 			}
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d/%d Services conformance tests, %d/%d of all Services tests run", p, confPassed, conf, passed, ran))
+		parts = append(parts, fmt.Sprintf("%s: %d/%d conformance tests, %d/%d of all tests run", p, confPassed, conf, passed, ran))
 	}
 	return strings.Join(parts, "; ")
 }
