@@ -3,7 +3,7 @@
 # modules (hack/k8s-bins.sh) and the VM kernel (hack/vm.sh), all cached in
 # $(CACHE), outside the checkout.
 CACHE      ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kube-ipvs-proxy
-K8S_VERSION ?= 1.34.4
+K8S_VERSION ?= 1.37.2
 GO         ?= go
 BIN        := bin
 # The version --version, the log's first line and the image carry.
@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e conformance demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e conformance matrix demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -85,6 +85,17 @@ e2e: e2e-bins k8s-bins vm-kernel image
 	  sh -c 'hack/vm.sh run -t 2400 -f $$KIP_APISERVER_PORT -- $(BIN)/e2e.test -test.v -test.timeout 35m $${E2E_RUN:+-test.run "$$E2E_RUN"}'
 
 test: unit e2e
+
+# The support matrix (docs/compatibility.md), a release check: the core of
+# the VM suite on each kernel of MATRIX_KERNELS against $(K8S_VERSION), and on
+# 6.1 against each release of MATRIX_K8S with its own kube-proxy as the
+# oracle. Report in $(CACHE)/matrix/report.md. The first run builds each
+# release's binaries (~10 minutes each).
+MATRIX_KERNELS ?= 5.10 6.1 6.12
+MATRIX_K8S ?= 1.34.4 1.35.4 1.36.3
+MATRIX_RUN ?= ^(TestSameKernelStateAsUpstream|TestSetsMadeAtIPSetToolsRevisions|TestClusterIPTraffic|TestNodePortTraffic|TestExternalIPs|TestLoadBalancer|TestDualStack|TestSCTPTraffic|TestSessionAffinity|TestUDPFlowLeavesRemovedPod|TestLongLivedConnectionDrains|TestRestartLosesNothing|TestDriftRepair|TestInternalTrafficPolicyLocal|TestNodePortLocal)$$
+matrix: e2e-bins image
+	MATRIX_KERNELS="$(MATRIX_KERNELS)" MATRIX_K8S="$(MATRIX_K8S)" MATRIX_RUN='$(MATRIX_RUN)' hack/matrix.sh
 
 # The real node (e2e/node): kubelet, containerd, CoreDNS and real pods in the
 # VM, the proxier deployed from deploy/ with kubectl apply -k. Each proxier

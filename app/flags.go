@@ -14,7 +14,7 @@ import (
 // cluster DNS.
 var defaultCritical = []string{"default/kubernetes", "kube-system/kube-dns"}
 
-// Flags are kube-proxy v1.34's flags, with its names and defaults, and a
+// Flags are kube-proxy's flags (the same in v1.34 and v1.37), with its names and defaults, and a
 // few of our own.
 func Flags() []cli.Flag {
 	return append([]cli.Flag{
@@ -52,7 +52,7 @@ func Flags() []cli.Flag {
 	}, upstreamFlags()...)
 }
 
-// upstreamFlags are the rest of upstream kube-proxy v1.34's flags, with
+// upstreamFlags are the rest of upstream kube-proxy's flags, with
 // their names and defaults, so that an existing manifest runs: a flag
 // unknown to the proxier would be fatal.
 func upstreamFlags() []cli.Flag {

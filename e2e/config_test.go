@@ -206,7 +206,7 @@ func TestConfigFile(t *testing.T) {
 }
 
 // TestWrittenConfigLoadsInUpstream: what --write-config-to writes, upstream
-// kube-proxy v1.34 loads strictly and validates; /configz serves the same
+// kube-proxy v1.37 loads strictly and validates; /configz serves the same
 // configuration.
 func TestWrittenConfigLoadsInUpstream(t *testing.T) {
 	t.Parallel()

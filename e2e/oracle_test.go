@@ -206,7 +206,7 @@ func oracleDualStack() []any {
 	return []any{dual, dual4, dual6, lb6, lb6A}
 }
 
-// TestSameKernelStateAsUpstream runs upstream kube-proxy v1.34 in IPVS mode
+// TestSameKernelStateAsUpstream runs upstream kube-proxy (v1.37) in IPVS mode
 // and then kube-ipvs-proxy against the same objects on the same (cleaned)
 // kernel, and requires the same IPVS table, ipsets, kube-ipvs0 addresses and
 // iptables rules.

@@ -16,7 +16,18 @@ skip=${CONFORMANCE_SKIP:-'\[Disruptive\]|\[Serial\]|\[Slow\]|\[Feature:|\[Flaky\
 kbin=$(K8S_EXTRA_BINS="kubelet kube-controller-manager kube-scheduler e2e.test agnhost" hack/k8s-bins.sh)
 dir=$cache/node
 
-# The agnhost image, registry.k8s.io/e2e-test-images/agnhost:2.56: the
+# The image tags this release's e2e.test asks for (test/utils/image/manifest.go:
+# agnhost 2.56 and pause 3.10.1 in v1.34, 2.66.1 and 3.10.2 in v1.37).
+ver=${K8S_VERSION:?}
+manifest=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$ver" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')/test/utils/image/manifest.go
+tag() { sed -n "s/.*configs\[$1\] = Config{[^\"]*\"[^\"]*\", \"\([^\"]*\)\"}.*/\1/p" "$manifest"; }
+agnver=$(tag Agnhost); pausever=$(tag Pause)
+[ -n "$agnver" ] && [ -n "$pausever" ] || { echo "conformance.sh: no agnhost or pause tag in $manifest" >&2; exit 2; }
+# The framework's own pause tag, beside the node's sandbox image.
+go run ./hack/image -static -packages "" -created 0 -tags "" -name registry.k8s.io/pause -version "$pausever" \
+  -bin "$dir/bin/pause" -entrypoint /pause -o "$dir/images/pause-e2e.tar" >/dev/null
+
+# The agnhost image, registry.k8s.io/e2e-test-images/agnhost:$agnver: the
 # binary on a root of Debian packages with what the tests exec in their
 # pods: sh, OpenBSD nc, curl, GNU wget, ss, and busybox for seq, dd,
 # nslookup and the small tools. (busybox-static's wget crashed in
@@ -33,7 +44,7 @@ links="/bin=usr/bin,/usr/bin/sh=dash,/usr/bin/nc=nc.openbsd"
 for a in $applets; do links="$links,/usr/bin/$a=busybox"; done
 go run ./hack/image -static -root "$agn" -packages "$dir/agnhost-packages" -created 0 -tags "" \
   -programs dash,nc.openbsd,curl,wget,ss,busybox -links "$links" \
-  -name registry.k8s.io/e2e-test-images/agnhost -version 2.56 -bin "$kbin/agnhost" -entrypoint /agnhost \
+  -name registry.k8s.io/e2e-test-images/agnhost -version "$agnver" -bin "$kbin/agnhost" -entrypoint /agnhost \
   -o "$dir/images/agnhost.tar" >/dev/null
 
 for p in "$@"; do

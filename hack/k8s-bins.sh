@@ -10,7 +10,7 @@
 # (hack/k8s-module.sh).
 set -euo pipefail
 . "$(dirname "$0")/k8s-module.sh"
-ver=${K8S_VERSION:-1.34.4}
+ver=${K8S_VERSION:-1.37.2}
 etcdver=${ETCD_VERSION:-3.6.6}
 out=${KIP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-ipvs-proxy}/k8s/v$ver-etcd$etcdver
 mkdir -p "$out"

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${KIP_CACHE:?KIP_CACHE unset (run it through make)}
-ver=${K8S_VERSION:-1.34.4}
+ver=${K8S_VERSION:-1.37.2}
 corednsver=1.12.1
 dir=$cache/node
 mkdir -p "$dir/debs" "$dir/images" "$dir/bin"

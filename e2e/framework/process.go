@@ -71,12 +71,12 @@ func OursArgs(e *Env, extra ...string) []string {
 	return append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "-v", "4"}, extra...)
 }
 
-// StartUpstream runs kube-proxy v1.34 in IPVS mode, the oracle.
+// StartUpstream runs kube-proxy (v$K8S_VERSION, 1.37 by default) in IPVS mode, the oracle.
 func StartUpstream(e *Env, name string, extra ...string) (*Process, error) {
 	return StartUpstreamMode(e, name, "ipvs", extra...)
 }
 
-// StartUpstreamMode runs kube-proxy v1.34 in mode: ipvs, iptables or nftables.
+// StartUpstreamMode runs kube-proxy in mode: ipvs, iptables or nftables.
 func StartUpstreamMode(e *Env, name, mode string, extra ...string) (*Process, error) {
 	args := append([]string{"--kubeconfig", e.Kubeconfig("proxy"), "--hostname-override", NodeName, "--proxy-mode", mode}, extra...)
 	return Start(e, name, filepath.Join(e.KBin, "kube-proxy"), args...)

@@ -135,7 +135,7 @@ func ours(tag string) proxier {
 
 func upstream(version string) proxier {
 	if version == "" {
-		version = "1.34.4"
+		version = "1.37.2"
 	}
 	return proxier{name: "kube-proxy", image: "registry.k8s.io/kube-proxy", tag: "v" + version,
 		base: "e2e/node/testdata/kube-proxy", configMap: "kube-proxy"}
