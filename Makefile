@@ -118,7 +118,7 @@ node-e2e: e2e-bins k8s-bins vm-kernel image
 # Kubernetes' own [sig-network] Services e2e tests (e2e.test v$(K8S_VERSION))
 # against the real node, once per proxier; results in $(CACHE)/conformance/.
 # The whole set: 26 min for ours, 35 for upstream under emulation, a release
-# check; CI runs the 17 conformance tests with ours (docs/testing.md).
+# check; CI runs 18 conformance tests with ours (docs/testing.md).
 CONFORMANCE_PROXIERS ?= ours upstream
 conformance: e2e-bins k8s-bins vm-kernel image
 	hack/node.sh >/dev/null
