@@ -9,14 +9,16 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
 
-// preferred is the revision each type is created at where the kernel knows
-// it: the one ipset(8) v7.17 creates on Linux 6.1 (read off `ipset list -t`),
-// so that `ipset save` prints the same sets as upstream kube-proxy's. Older
-// kernels know fewer revisions (5.10's hash:ip stops at 4); there
-// the set is made at the kernel's highest, as ipset(8) does.
+// preferred is the highest revision of each type that ipset(8) v7.17 knows:
+// upstream kube-proxy's image runs it, and it makes each set at the highest
+// revision both it and the kernel know, as we do (revision), so that `ipset
+// save` prints the same sets as upstream's. The kernel decides where it is
+// older: 6.1 knows hash:ip up to 5 and hash:ip,port up to 6 (bitmask support
+// came in 6.2), 5.10 hash:ip up to 4. Read off `ipset list -t` in the VM on
+// each kernel, beside ipset(8)'s own sets (TestSetsMadeAtIPSetToolsRevisions).
 var preferred = map[Type]uint8{
-	HashIP:        5,
-	HashIPPort:    6,
+	HashIP:        6,
+	HashIPPort:    7,
 	HashIPPortIP:  6,
 	HashIPPortNet: 8,
 	BitmapPort:    3,

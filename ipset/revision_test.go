@@ -21,9 +21,8 @@ func typeReply(t Type, fam, max, min uint8) []byte {
 	return nlbatch.Attr(b, nl.IPSET_ATTR_REVISION_MIN, nlbatch.U8(min))
 }
 
-// A set is made at the revision upstream's ipset(8) makes it on current
-// kernels where the kernel knows it, and at the kernel's highest where the
-// kernel is older: Linux 5.10 (Debian bullseye's, read in the VM) knows
+// A set is made at the highest revision both upstream's ipset(8) and the
+// kernel know: Linux 5.10 (Debian bullseye's, read in the VM) knows
 // hash:ip up to revision 4, hash:ip,port and hash:ip,port,ip up to 5 and
 // hash:ip,port,net up to 7, and refused the revisions we used to pin
 // ("invalid type"), so no Service was programmed there.
@@ -36,12 +35,18 @@ func TestSetsAreMadeAtARevisionTheKernelKnows(t *testing.T) {
 		refused  bool
 	}{
 		{"Linux 6.1", HashIPPortIP, 0, 6, 6, false},
+		{"Linux 6.1", HashIP, 0, 5, 5, false},
+		{"Linux 6.1", HashIPPort, 0, 6, 6, false},
+		// 6.12 knows bitmask support (hash:ip 6, hash:ip,port 7), and ipset(8)
+		// v7.17, which upstream runs, makes them there.
+		{"Linux 6.12", HashIP, 0, 6, 6, false},
+		{"Linux 6.12", HashIPPort, 0, 7, 7, false},
 		{"Linux 5.10", HashIPPortIP, 0, 5, 5, false},
 		{"Linux 5.10", HashIPPort, 0, 5, 5, false},
 		{"Linux 5.10", HashIPPortNet, 0, 7, 7, false},
 		{"Linux 5.10", HashIP, 0, 4, 4, false},
 		{"a newer kernel", HashIPPortNet, 0, 9, 8, false},
-		{"a kernel that dropped old revisions", HashIP, 6, 7, 0, true},
+		{"a kernel that dropped old revisions", HashIP, 7, 8, 0, true},
 	} {
 		k, ok := parseTypeReply(typeReply(c.typ, unix.AF_INET, c.max, c.min))
 		if !ok {
