@@ -444,6 +444,13 @@ func (g *Glue) Use(in Input) bool {
 	return changed
 }
 
+// Missing are the sets SetMissing last recorded.
+func (g *Glue) Missing() map[string]bool {
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	return g.in.Missing
+}
+
 // SetMissing records the sets, by their IPv4 names, that the kernel
 // refused to create, whose rules wait for them, and reports whether that
 // changed the chains.

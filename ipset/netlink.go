@@ -54,6 +54,11 @@ func (n *Netlink) EnsureSet(s Set) error {
 	}
 	rev, err := n.revision(s.Type, family)
 	if err != nil {
+		// A set that is there is kept as it is, whatever the question's
+		// answer: it holds entries, and rules match on it.
+		if _, _, herr := n.header(s.Name); herr == nil {
+			return nil
+		}
 		return fmt.Errorf("create ipset %s (%s): %w", s.Name, s.Type, err)
 	}
 	opts := netlink.IpsetCreateOptions{Revision: rev, MaxElements: s.MaxElem, Family: family}

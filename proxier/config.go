@@ -25,7 +25,8 @@ type Config struct {
 	ExcludeCIDRs []netip.Prefix
 	// NodePortAddresses (--nodeport-addresses) limits the node addresses
 	// NodePorts are served on to these CIDRs, and to the Node's primary
-	// address with NodePortPrimary; neither means every address.
+	// addresses with NodePortPrimary, per IP family: a family with
+	// neither is served on every address (nodePortFilter).
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
 	// PrimaryOverride (--bind-address, when not 0.0.0.0 or ::) is the

@@ -72,7 +72,9 @@ func (p *Proxier) rewriteGlue(g *glue.Glue) { p.rewriteGlueWith(g, g.Rewrite) }
 
 // rewriteGlueWith is rewriteGlue with Rewrite or RewriteAhead.
 func (p *Proxier) rewriteGlueWith(g *glue.Glue, rewrite func() (bool, glue.Times, error)) {
-	if p.setup.status.Failing(setupKey) {
+	// A refused set alone leaves the chains to the syncs: they are written
+	// without its rules.
+	if f, failing := p.setup.status.Failure(setupKey); failing && !onlySetsRefused(f.Err) {
 		return
 	}
 	_, t, err := rewrite()
@@ -92,8 +94,11 @@ func (p *Proxier) rewriteGlueWith(g *glue.Glue, rewrite func() (bool, glue.Times
 // earlier sync left them behind; a failure is retried like the kernel
 // setup.
 func (p *Proxier) syncGlue() {
+	refused := p.refusedSets()
 	for _, g := range p.glues {
 		g.Use(p.glueInput(g.Family()))
+		// A set the kernel took at last has its entries now (refuseSets).
+		g.SetMissing(missingOf(refused, g.Family()))
 	}
 	if p.setup.takeover.Load() {
 		p.takeOver()

@@ -165,7 +165,7 @@ func (p *Proxier) refreshNodeIPs() error {
 	p.log.Info("node changed", zap.Stringers("addresses", next.All), zap.Stringers("nodePorts", next.NodePort),
 		zap.Stringers("primary", validOnly(next.Primary[:])), zap.String("zone", next.Zone), zap.Stringers("podCIDR", validOnly(next.PodCIDR[:])))
 	if p.cfg.NodePortPrimary && !primary[desired.IPv4].IsValid() && !primary[desired.IPv6].IsValid() {
-		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no address yet")
+		p.log.Warn("--nodeport-addresses has 'primary' but the Node reports no address yet; a family the list names no CIDR of is served on every address meanwhile, as upstream")
 	}
 	if p.cfg.Glue.DetectLocal == glue.DetectNodeCIDR && !node.podCIDR[desired.IPv4].IsValid() {
 		p.log.Warn("--detect-local-mode=NodeCIDR but the Node has no IPv4 pod CIDR yet; until it has, cluster-IP traffic is masqueraded as without a cluster CIDR")

@@ -36,7 +36,7 @@ type driftSchedule struct {
 // our chains (which replace its dispatch) wait for the first sync's apply
 // (takeover). checked says the first setup looked, under mu, and
 // iptablesMode whether it found any of that mode's chains. refused are the
-// sets the kernel refused at the last setup, under mu (refuseSets).
+// sets the kernel refused at the last setup (refuseSets), written under mu.
 type kernelSetup struct {
 	status       status.Table[string]
 	retry        chan error
@@ -44,7 +44,7 @@ type kernelSetup struct {
 	early        chan error
 	done         bool
 	checked      bool
-	refused      []string
+	refused      atomic.Pointer[[]string]
 	takeover     atomic.Bool
 	iptablesMode atomic.Bool
 }

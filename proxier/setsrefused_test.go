@@ -52,11 +52,30 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 		t.Fatalf("the setup's error does not name the set: %v", f.Err)
 	}
 
-	// The kernel takes the set at the retry: its entry and its rule follow.
-	k.Sets.SetHook(nil)
+	// Meanwhile the chains follow the Services at each sync, without
+	// waiting for the setup's retry.
+	p.OnServiceAdd(externalService("ext", "10.96.0.11", "192.0.2.11"))
+	p.SyncNow()
+	if c := ipt.Dump(); !strings.Contains(c, externalRule) {
+		t.Fatalf("a new external IP's rule waits for the refused set:\n%s", c)
+	}
+
+	// The kernel takes the set at the retry: its entry and its rule follow,
+	// the rule (and with it the VIP filter) only once the entry is in.
+	const loopRule = "--match-set " + desired.SetLoopBack + " dst,dst,src -j MASQUERADE"
+	ruleBeforeEntry := false
+	k.Sets.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "add-entry "+desired.SetLoopBack) && strings.Contains(ipt.Dump(), loopRule) {
+			ruleBeforeEntry = true
+		}
+		return nil
+	})
 	p.setup.status.RetryNow(setupKey)
 	p.SyncNow()
 	p.SyncNow() // the sync the retry's end triggers
+	if ruleBeforeEntry {
+		t.Error("the set's rules came back before its entries")
+	}
 	if p.setup.status.Failing(setupKey) {
 		f, _ := p.setup.status.Failure(setupKey)
 		t.Fatalf("the retried setup failed: %v", f.Err)
@@ -66,7 +85,7 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 		t.Fatalf("the hairpin entry was not written once the set was made: %v", err)
 	}
 	saved, _ = ipt.Save()
-	if !strings.Contains(string(saved), "--match-set "+desired.SetLoopBack+" dst,dst,src -j MASQUERADE") {
+	if !strings.Contains(string(saved), loopRule) {
 		t.Fatalf("the hairpin rule was not written once the set was made:\n%s", saved)
 	}
 }

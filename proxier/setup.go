@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -37,8 +38,8 @@ func (p *Proxier) takeEarlySetup() bool {
 	return writable(err)
 }
 
-// chainsError is a setupKernel failure in the iptables chains alone: the
-// dummy link and the ipsets are in place.
+// chainsError is a setupKernel failure in the iptables chains: the dummy
+// link is in place, and every ipset but those a setsError in it names.
 type chainsError struct{ err error }
 
 func (e chainsError) Error() string { return e.err.Error() }
@@ -50,6 +51,12 @@ type setsError struct{ err error }
 
 func (e setsError) Error() string { return e.err.Error() }
 func (e setsError) Unwrap() error { return e.err }
+
+// onlySetsRefused says whether a setup failed only in sets the kernel
+// refused: the chains were written without their rules.
+func onlySetsRefused(err error) bool {
+	return errors.As(err, new(setsError)) && !errors.As(err, new(chainsError))
+}
 
 // writable says whether a setup that returned err left what every write
 // needs, the dummy link, so that syncs can go on programming IPVS,
@@ -153,12 +160,16 @@ func (p *Proxier) setupKernel(readBack bool) error {
 	}
 	p.refuseSets(refused)
 	lap("sets")
+	var setsErr error
+	if len(setErrs) > 0 {
+		setsErr = setsError{fmt.Errorf("the kernel refused %d ipsets; their entries and rules wait for them: %w", len(refused), errors.Join(setErrs...))}
+	}
 	if !p.setup.checked {
 		p.setup.checked = true
 		p.lookForIPTablesMode()
 	}
 	if p.setup.takeover.Load() {
-		return nil // the chains follow the first apply (takeOver)
+		return setsErr // the chains follow the first apply (takeOver)
 	}
 	for _, g := range p.glues {
 		if g.Guessing() {
@@ -175,7 +186,7 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		drifted, t, err := g.Ensure(readBack)
 		if err != nil {
 			p.metrics.IPTablesRestoreFailures.WithLabelValues(g.Family().String()).Inc()
-			return chainsError{fmt.Errorf("%s iptables chains: %w", g.Family(), err)}
+			return chainsError{errors.Join(fmt.Errorf("%s iptables chains: %w", g.Family(), err), setsErr)}
 		}
 		if drifted {
 			p.log.Info("iptables chains changed outside the proxier; rewrote them", zap.Stringer("family", g.Family()))
@@ -184,34 +195,59 @@ func (p *Proxier) setupKernel(readBack bool) error {
 		took = append(took, zap.Durations("iptables "+g.Family().String()+" lock, save, restore, read back",
 			[]time.Duration{t.Lock, t.Save, t.Restore, t.ReadBack}))
 	}
-	if len(setErrs) > 0 {
-		return setsError{fmt.Errorf("the kernel refused %d ipsets; their entries and rules wait for them: %w", len(refused), errors.Join(setErrs...))}
+	return setsErr
+}
+
+// refuseSets tells the reconciler and the chains which sets the kernel
+// refused to create, by name, so that the entries and the rules of those
+// sets wait for them while everything else is programmed. A newly refused
+// set leaves the chains now: a rule on it would fail the whole restore. A
+// set the kernel took at last stays out of them until a sync has written
+// its entries (syncGlue): the VIP filter would otherwise reject the
+// traffic of its Services meanwhile. setup.mu is held.
+func (p *Proxier) refuseSets(names []string) {
+	if slices.Equal(names, p.refusedSets()) {
+		return
+	}
+	p.setup.refused.Store(&names)
+	p.rec.SetsMissing(names)
+	for _, g := range p.glues {
+		g.SetMissing(union(g.Missing(), missingOf(names, g.Family())))
+	}
+}
+
+// refusedSets are the sets the last setup found the kernel refuses.
+func (p *Proxier) refusedSets() []string {
+	if r := p.setup.refused.Load(); r != nil {
+		return *r
 	}
 	return nil
 }
 
-// refuseSets tells the reconciler and the chains which sets the kernel
-// refused to create, by name, when that changed, so that the entries and
-// the rules of those sets wait for them while everything else is
-// programmed. setup.mu is held.
-func (p *Proxier) refuseSets(names []string) {
-	if slices.Equal(names, p.setup.refused) {
-		return
-	}
-	p.setup.refused = names
-	p.rec.SetsMissing(names)
-	for _, g := range p.glues {
-		var missing map[string]bool
-		for _, s := range desired.IPv4Sets {
-			if slices.Contains(names, g.Family().SetName(s.Name)) {
-				if missing == nil {
-					missing = map[string]bool{}
-				}
-				missing[s.Name] = true
+// missingOf names, by their IPv4 names as the chains take them, the sets of
+// family fam among names.
+func missingOf(names []string, fam desired.Family) map[string]bool {
+	var missing map[string]bool
+	for _, s := range desired.IPv4Sets {
+		if slices.Contains(names, fam.SetName(s.Name)) {
+			if missing == nil {
+				missing = map[string]bool{}
 			}
+			missing[s.Name] = true
 		}
-		g.SetMissing(missing)
 	}
+	return missing
+}
+
+func union(a, b map[string]bool) map[string]bool {
+	if len(b) == 0 {
+		return a
+	}
+	out := maps.Clone(b)
+	for k := range a {
+		out[k] = true
+	}
+	return out
 }
 
 // families are the IP families the proxier runs, IPv4 first: the node's.
