@@ -77,7 +77,7 @@ func serveHTTP(ctx context.Context, log *zap.Logger, o *Options, health *healthz
 		extra["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
 	}
 	// kube-proxy v1.37's z-pages; /statusz lists the server's paths.
-	paths := []string{"/metrics", "/proxyMode", "/flagz"}
+	paths := []string{"/metrics", "/proxyMode", "/flagz", "/statusz"}
 	for p := range extra {
 		paths = append(paths, p)
 	}

@@ -21,9 +21,9 @@ type Settings struct {
 // default 32768 per core, nodes of more than 32 CPUs.
 const maxScaled = 1 << 20
 
-// Max is the table size kube-proxy v1.37 asks for: MaxPerCore per CPU, at
-// most maxScaled, else at least Min; 0 (leave it) without MaxPerCore.
-// (Upstream caps before it takes Min, so a Min above the cap is not met.)
+// Max is the table size kube-proxy v1.37 asks for: MaxPerCore per CPU and
+// at least Min; 0 (leave it) without MaxPerCore. A product above maxScaled
+// is maxScaled, whatever Min says, as upstream.
 func (s Settings) Max(cpus int) int {
 	if s.MaxPerCore <= 0 {
 		return 0

@@ -21,6 +21,7 @@ import (
 	"sort"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	_ "k8s.io/kubernetes/cmd/kube-proxy/app" // registers every gate kube-proxy knows
 )
 
@@ -37,12 +38,11 @@ func main() {
 	fmt.Println("// default and whether it is locked to it.")
 	fmt.Println("var upstreamGates = map[string]upstreamGate{")
 	for _, n := range names {
-		s := specs[utilfeatureName(n)]
+		s := specs[featuregate.Feature(n)]
 		fmt.Printf("\t%q: {Default: %v, Locked: %v},\n", n, s.Default, s.LockToDefault)
 	}
 	fmt.Println("}")
 }
 GO
-sed -i 's/specs\[utilfeatureName(n)\]/specs[featuregate.Feature(n)]/; s#utilfeature "k8s.io/apiserver/pkg/util/feature"#utilfeature "k8s.io/apiserver/pkg/util/feature"\n\t"k8s.io/component-base/featuregate"#' main.go
 go mod tidy >/dev/null 2>&1 || true
 go run . "$ver" | gofmt

@@ -23,7 +23,10 @@ cell() { # cell K8S_VERSION KERNEL
   local k8s=$1 kernel=$2 log="$out/v$1-linux-$2.log" start rc
   echo "== matrix: kube-apiserver v$k8s, Linux $kernel" >&2
   start=$(date +%s)
-  KIP_KERNEL=$kernel K8S_VERSION=$k8s E2E_RUN="$MATRIX_RUN" make --no-print-directory e2e >"$log" 2>&1
+  # A variable given to the outer make on its command line would win over
+  # the cell's own through MAKEFLAGS.
+  env -u MAKEFLAGS -u MAKEOVERRIDES -u MFLAGS KIP_KERNEL="$kernel" K8S_VERSION="$k8s" E2E_RUN="$MATRIX_RUN" \
+    make --no-print-directory CACHE="$KIP_CACHE" e2e >"$log" 2>&1
   rc=$?
   local passed total
   passed=$(grep -c '^--- PASS' "$log"); total=$(grep -cE '^--- (PASS|FAIL|SKIP)' "$log")

@@ -107,13 +107,27 @@ INIT
 suite_apt() {
   local suite=$1 d="$cache/apt" src
   mkdir -p "$d/lists/partial" "$d/parts"
-  src=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v s="$suite" '
-    /^URIs:/ { uri=$2 } /^Suites:/ { for (i = 2; i <= NF; i++) { if ($i ~ /-security$/) sec=uri; else if ($i !~ /-/) main=uri } }
-    END { if (main != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " main " " s " main";
-          if (sec != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " sec " " s "-security main" }')
+  # Each deb822 stanza (a paragraph) of debian.sources is one record; the
+  # main archive is the one listing the bare release, the security one its
+  # -security suite.
+  src=$(awk -v RS= -v s="$suite" '
+    { uri = ""; main = 0; sec = 0
+      n = split($0, l, "\n")
+      for (i = 1; i <= n; i++) {
+        if (l[i] ~ /^URIs:/) { split(l[i], f, /[ \t]+/); uri = f[2] }
+        if (l[i] ~ /^Suites:/) { m = split(l[i], f, /[ \t]+/); for (j = 2; j <= m; j++) { if (f[j] ~ /-security$/) sec = 1; else if (f[j] !~ /-/) main = 1 } }
+      }
+      if (uri == "") next
+      if (main && mainuri == "") mainuri = uri
+      if (sec && securi == "") securi = uri }
+    END { if (mainuri != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " mainuri " " s " main";
+          if (securi != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " securi " " s "-security main" }' \
+    /etc/apt/sources.list.d/debian.sources 2>/dev/null)
   [ -n "$src" ] || { echo "vm.sh: no Debian mirror in /etc/apt/sources.list.d to read $suite from" >&2; exit 2; }
   echo "$src" >"$d/sources.list"
-  suite_opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$d/sources.list" -o "Dir::Etc::SourceParts=$d/parts" -o "Dir::State::Lists=$d/lists")
+  mkdir -p "$d/cache"
+  suite_opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$d/sources.list" -o "Dir::Etc::SourceParts=$d/parts"
+    -o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache")
   [ -n "$(ls "$d/lists" 2>/dev/null | grep -v partial)" ] || apt-get "${suite_opts[@]}" update -qq >/dev/null
 }
 
