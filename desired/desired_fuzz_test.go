@@ -143,7 +143,7 @@ func FuzzDesiredState(f *testing.F) {
 		}
 		checkKernelObjects(t, svc, st, family)
 		if len(problems) == 0 && programsClusterIP(svc) {
-			if bad := droppedInput(svc, sl, st); bad != "" {
+			if bad := droppedInput(svc, sl, st, cfg); bad != "" {
 				t.Fatalf("%s dropped without a problem reported:\n%s", bad, st.String())
 			}
 		}
@@ -198,8 +198,10 @@ func checkKernelObjects(t *testing.T, svc *v1.Service, st State, family map[stri
 // droppedInput names a part of the input that parses as nothing the
 // kernel gets, or "" if none: a bad port, a cluster, external or ingress
 // IP or source range that does not parse or has no virtual server, an
-// endpoint address that is not of its slice's family.
-func droppedInput(svc *v1.Service, sl []*discovery.EndpointSlice, st State) string {
+// endpoint address that is not of its slice's family. External IPs that
+// cfg says to ignore (AllowServiceExternalIPs off) are dropped silently,
+// as upstream drops them.
+func droppedInput(svc *v1.Service, sl []*discovery.EndpointSlice, st State, cfg *Config) string {
 	served := map[netip.Addr]bool{}
 	fams := map[discovery.AddressType]bool{}
 	for _, v := range st.VirtualServers {
@@ -216,7 +218,10 @@ func droppedInput(svc *v1.Service, sl []*discovery.EndpointSlice, st State) stri
 	if !validPort {
 		return ""
 	}
-	ips := append(slices.Clone(svc.Spec.ClusterIPs), svc.Spec.ExternalIPs...)
+	ips := slices.Clone(svc.Spec.ClusterIPs)
+	if !cfg.IgnoreExternalIPs {
+		ips = append(ips, svc.Spec.ExternalIPs...)
+	}
 	if len(svc.Spec.ClusterIPs) == 0 {
 		ips = append(ips, svc.Spec.ClusterIP)
 	}
