@@ -55,18 +55,12 @@ func StartNode(e *Env, images ...string) (*Node, error) {
 	if err := os.WriteFile("/proc/sys/kernel/printk", []byte("1"), 0o644); err != nil {
 		return nil, err
 	}
-	files := map[string]string{
-		"/etc/cni/net.d/10-kip.conflist": fmt.Sprintf(cniConfig, PodSubnet),
-		"/etc/containerd/config.toml":    fmt.Sprintf(containerdConfig, root, root),
-		"/etc/kip-node/kubelet.yaml":     fmt.Sprintf(kubeletConfig, DNSIP),
-	}
-	for name, text := range files {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
-			return nil, err
-		}
+	if err := writeFiles(map[string]string{
+		"/etc/cni/net.d/10-kip.conflist": fmt.Sprintf(cniConfig, true, PodSubnet),
+		"/etc/containerd/config.toml":    fmt.Sprintf(containerdConfig, root, "/etc/cni/net.d", root),
+		"/etc/kip-node/kubelet.yaml":     fmt.Sprintf(kubeletConfig, DNSIP, "/"),
+	}); err != nil {
+		return nil, err
 	}
 	n := &Node{}
 	var err error
@@ -89,12 +83,9 @@ func StartNode(e *Env, images ...string) (*Node, error) {
 		n.Stop()
 		return nil, fmt.Errorf("containerd did not start (see %s): %w", n.containerd.LogPath, err)
 	}
-	archives, _ := filepath.Glob(filepath.Join(NodeDir(), "images", "*.tar"))
-	for _, a := range append(archives, images...) {
-		if out, err := exec.Command(ctr, "-n", "k8s.io", "images", "import", a).CombinedOutput(); err != nil {
-			n.Stop()
-			return nil, fmt.Errorf("import %s: %w: %s", a, err, out)
-		}
+	if err := importImages(exec.Command(ctr), images); err != nil {
+		n.Stop()
+		return nil, err
 	}
 	n.kubelet, err = Start(e, "kubelet", k8sBin("kubelet"), "--config=/etc/kip-node/kubelet.yaml",
 		"--kubeconfig="+e.Kubeconfig("kubelet"), "--node-ip="+NodeIP, "--hostname-override="+NodeName, "-v=2")
@@ -119,10 +110,38 @@ func (n *Node) Stop() {
 	}
 }
 
-func nodeReady(e *Env) error {
+// writeFiles writes each file, making its directory.
+func writeFiles(files map[string]string) error {
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importImages imports hack/node.sh's archives and extra ones into the
+// runtime that ctr (a command without arguments yet) talks to.
+func importImages(ctr *exec.Cmd, extra []string) error {
+	archives, _ := filepath.Glob(filepath.Join(NodeDir(), "images", "*.tar"))
+	for _, a := range append(archives, extra...) {
+		cmd := exec.Command(ctr.Path, append(ctr.Args[1:], "-n", "k8s.io", "images", "import", a)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("import %s: %w: %s", a, err, out)
+		}
+	}
+	return nil
+}
+
+func nodeReady(e *Env) error { return namedNodeReady(e, NodeName) }
+
+func namedNodeReady(e *Env, name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n, err := e.Admin.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	n, err := e.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -131,7 +150,7 @@ func nodeReady(e *Env) error {
 			if c.Status == v1.ConditionTrue {
 				return nil
 			}
-			return fmt.Errorf("node %s: %s", c.Reason, c.Message)
+			return fmt.Errorf("node %s %s: %s", name, c.Reason, c.Message)
 		}
 	}
 	return errors.New("node has no Ready condition yet")
@@ -146,25 +165,9 @@ func nodeReady(e *Env) error {
 // filesystem, and overlayfs, the snapshotter's, cannot use the VM's
 // overlay root as its upper layer.
 func setupNodeFS() error {
-	if err := sh("mount", "--make-rshared", "/"); err != nil {
+	disk, err := setupDisk()
+	if err != nil {
 		return err
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
-		if err := sh("mount", "-t", "cgroup2", "none", "/sys/fs/cgroup"); err != nil {
-			return err
-		}
-	}
-	const disk, img = "/var/lib/kip-node", "/tmp/kip-node.ext4"
-	for _, step := range [][]string{
-		{"modprobe", "-a", "loop", "ext4"},
-		{"truncate", "-s", "8G", img},
-		{"mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", img},
-		{"mkdir", "-p", disk},
-		{"mount", "-o", "loop", img, disk},
-	} {
-		if err := sh(step...); err != nil {
-			return err
-		}
 	}
 	for _, d := range []string{"/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"} {
 		part := filepath.Join(disk, filepath.Base(d))
@@ -181,13 +184,40 @@ func setupNodeFS() error {
 	return nil
 }
 
+// setupDisk makes every mount shared, mounts cgroup v2 and the node's
+// ext4 disk, and returns the disk's mount point.
+func setupDisk() (string, error) {
+	if err := sh("mount", "--make-rshared", "/"); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		if err := sh("mount", "-t", "cgroup2", "none", "/sys/fs/cgroup"); err != nil {
+			return "", err
+		}
+	}
+	const disk, img = "/var/lib/kip-node", "/tmp/kip-node.ext4"
+	for _, step := range [][]string{
+		{"modprobe", "-a", "loop", "ext4"},
+		{"truncate", "-s", "8G", img},
+		{"mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", img},
+		{"mkdir", "-p", disk},
+		{"mount", "-o", "loop", img, disk},
+	} {
+		if err := sh(step...); err != nil {
+			return "", err
+		}
+	}
+	return disk, nil
+}
+
 // cniConfig: pods on the bridge cni0, the node their gateway; hairpin
-// mode lets a pod reach itself through a Service. Traffic leaving the pod
-// network is masqueraded, as most CNI set-ups do: the apiserver the
-// kubernetes Service leads to (through QEMU's user network) has no route
-// back to pods.
+// mode lets a pod reach itself through a Service. On one node, traffic
+// leaving the pod subnet is masqueraded (ipMasq), as most CNI set-ups do:
+// the apiserver the kubernetes Service leads to (through QEMU's user
+// network) has no route back to pods. The nodes of a Bed masquerade
+// only what leaves the whole pod network, as kind's kindnet does.
 const cniConfig = `{"cniVersion": "0.4.0", "name": "kip", "plugins": [
-  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": %t, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
 `
 
@@ -201,7 +231,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   sandbox_image = "registry.k8s.io/pause:3.10"
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = "%s/usr/lib/cni"
-  conf_dir = "/etc/cni/net.d"
+  conf_dir = %q
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
@@ -211,7 +241,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 // kubeletConfig: no image is ever pulled or collected (they were imported
 // and cannot be pulled again), eviction only in real need, no swap check,
-// and the API of the kubelet open only inside the VM.
+// and the API of the kubelet open only inside the VM. Each node of a Bed
+// has a cgroup root of its own.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
@@ -226,6 +257,7 @@ readOnlyPort: 0
 evictionHard: {memory.available: 10Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+cgroupRoot: %s
 `
 
 // k8sBin is a binary of hack/k8s-bins.sh, read from its cache in place

@@ -107,7 +107,7 @@ func requireNoFailures(t *testing.T, loops ...*loop) {
 // 8,500; docs/migration.md), so its failures are logged.
 func requireNoFailuresAcrossRestart(t *testing.T, loops ...*loop) {
 	t.Helper()
-	if deployed.name == "kube-ipvs-proxy" {
+	if deployed.Name == "kube-ipvs-proxy" {
 		requireNoFailures(t, loops...)
 		return
 	}
@@ -148,7 +148,7 @@ func serviceLoops(t *testing.T) []*loop {
 func proxierPod() (name, image string, err error) {
 	ctx, cancel := framework.Ctx()
 	defer cancel()
-	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.name})
+	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.Name})
 	if err != nil {
 		return "", "", err
 	}
@@ -157,7 +157,7 @@ func proxierPod() (name, image string, err error) {
 			return p.Name, p.Spec.Containers[0].Image, nil
 		}
 	}
-	return "", "", fmt.Errorf("no live %s pod", deployed.name)
+	return "", "", fmt.Errorf("no live %s pod", deployed.Name)
 }
 
 // mustProxierPod is proxierPod, failing the test on an error.
@@ -177,24 +177,24 @@ func mustProxierPod(t *testing.T) (name, image string) {
 // the workload's: echo exits on SIGTERM while its endpoint still serves).
 func TestLifecycle(t *testing.T) {
 	t.Run("RollingUpdate", func(t *testing.T) {
-		next := deployed.tag + "-next"
+		next := deployed.Tag + "-next"
 		ctr := filepath.Join(framework.NodeDir(), "root/usr/bin/ctr")
 		if out, err := framework.Output(ctr, "-n", "k8s.io", "images", "tag", "--force",
-			deployed.image+":"+deployed.tag, deployed.image+":"+next); err != nil {
+			deployed.Image+":"+deployed.Tag, deployed.Image+":"+next); err != nil {
 			t.Fatal(out, err)
 		}
 		old, _ := mustProxierPod(t)
 		loops := serviceLoops(t)
 		start := time.Now()
-		if err := deployed.deploy(next); err != nil {
+		if err := deployed.Deploy(env, next); err != nil {
 			t.Fatal(err)
 		}
-		if err := waitRollout("kube-system", "daemonset/"+deployed.name, 3*time.Minute); err != nil {
+		if err := waitRollout("kube-system", "daemonset/"+deployed.Name, 3*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		pod, image := mustProxierPod(t)
 		t.Logf("%s replaced by %s (%s) in %s", old, pod, image, time.Since(start).Round(time.Second))
-		if pod == old || image != deployed.image+":"+next {
+		if pod == old || image != deployed.Image+":"+next {
 			t.Fatalf("after the rollout the pod is %s with %s", pod, image)
 		}
 		time.Sleep(3 * time.Second) // the new proxier's first syncs
@@ -212,7 +212,7 @@ func TestLifecycle(t *testing.T) {
 			if pod, _, err := proxierPod(); err != nil || pod == old {
 				return fmt.Errorf("no new pod yet (%s, %v)", pod, err)
 			}
-			return waitRollout("kube-system", "daemonset/"+deployed.name, 10*time.Second)
+			return waitRollout("kube-system", "daemonset/"+deployed.Name, 10*time.Second)
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -41,6 +41,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,12 +66,17 @@ func main() {
 	seed := flag.String("etcd-seed", "", "if this etcd data directory exists, start etcd from a copy of it (the bench's API objects, created once)")
 	controlDir := flag.String("control", "", "directory (shared with the VM) where the VM asks to stop and start kube-apiserver; see control.go")
 	controllers := flag.Bool("controllers", false, "run kube-controller-manager and kube-scheduler for a real kubelet node")
+	kubelets := flag.String("kubelets", "", "comma-separated names of more nodes, each with its kubelet's identity in kubelet-NAME.kubeconfig (the several nodes of e2e/multinode)")
 	flag.Parse()
 	if *bin == "" || *state == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] [-controllers] -- CMD ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: testcluster -bin DIR -state DIR [-node NAME] [-etcd-seed DIR] [-control DIR] [-controllers] [-kubelets A,B] -- CMD ARGS...")
 		os.Exit(2)
 	}
-	code, err := run(*bin, *state, *node, *seed, *controlDir, *controllers, flag.Args())
+	var more []string
+	if *kubelets != "" {
+		more = strings.Split(*kubelets, ",")
+	}
+	code, err := run(*bin, *state, *node, *seed, *controlDir, *controllers, more, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testcluster:", err)
 		if code == 0 {
@@ -89,7 +95,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArgs []string) (int, error) {
+func run(bin, state, nodeName, seed, controlDir string, controllers bool, moreNodes, cmdArgs []string) (int, error) {
 	state, _ = filepath.Abs(state)
 	if controlDir != "" {
 		controlDir, _ = filepath.Abs(controlDir) // the VM sees this machine's paths
@@ -125,6 +131,9 @@ func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArg
 	}
 	tokens := fmt.Sprintf("%s,kip-admin,1,\"system:masters\"\n%s,system:kube-proxy,2,\"\"\n%s,system:node:%s,3,\"system:nodes\"\n",
 		adminToken, proxyToken, kubeletToken, nodeName)
+	for i, n := range moreNodes {
+		tokens += fmt.Sprintf("%s-%s,system:node:%s,%d,\"system:nodes\"\n", kubeletToken, n, n, 10+i)
+	}
 	if err := os.WriteFile(filepath.Join(state, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		return 0, err
 	}
@@ -155,6 +164,11 @@ func run(bin, state, nodeName, seed, controlDir string, controllers bool, cmdArg
 		{"kubelet.kubeconfig", vmAPI, "system:node:" + nodeName, kubeletToken},
 	} {
 		if err := writeKubeconfig(filepath.Join(state, kc.file), kc.server, kc.user, kc.token, caPEM); err != nil {
+			return 0, err
+		}
+	}
+	for _, n := range moreNodes {
+		if err := writeKubeconfig(filepath.Join(state, "kubelet-"+n+".kubeconfig"), vmAPI, "system:node:"+n, kubeletToken+"-"+n, caPEM); err != nil {
 			return 0, err
 		}
 	}

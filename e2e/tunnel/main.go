@@ -3,9 +3,10 @@
 // through it as its "cluster" egress (an HTTP CONNECT proxy, reached by a
 // QEMU port forward), for kubectl exec, logs and port-forward to the
 // kubelet and for its proxy to pods and Services. Only addresses inside the
-// VM are dialled.
+// VM are dialled. With -netns it dials from that network namespace, as a
+// node of e2e/multinode would: there a Service's cluster IP leads somewhere.
 //
-//	tunnel -listen :8132 -allow 10.0.2.15/32,10.244.0.0/16,10.96.0.0/16
+//	tunnel -listen :8132 -allow 10.0.2.15/32,10.244.0.0/16,10.96.0.0/16 [-netns /run/netns/NAME]
 package main
 
 import (
@@ -17,13 +18,17 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strings"
 	"time"
+
+	"github.com/vishvananda/netns"
 )
 
 func main() {
 	listen := flag.String("listen", ":8132", "address to accept CONNECT requests on")
 	allow := flag.String("allow", "", "comma-separated prefixes a CONNECT may reach")
+	ns := flag.String("netns", "", "network namespace (a path) to dial from; the listener stays in the tunnel's own")
 	flag.Parse()
 	var prefixes []netip.Prefix
 	for _, s := range strings.Split(*allow, ",") {
@@ -41,12 +46,12 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		go serve(c, prefixes)
+		go serve(c, prefixes, *ns)
 	}
 }
 
 // serve answers one CONNECT and then copies bytes both ways.
-func serve(c net.Conn, allowed []netip.Prefix) {
+func serve(c net.Conn, allowed []netip.Prefix, ns string) {
 	defer c.Close()
 	br := bufio.NewReader(c)
 	req, err := http.ReadRequest(br)
@@ -63,7 +68,7 @@ func serve(c net.Conn, allowed []netip.Prefix) {
 		fmt.Fprint(c, "HTTP/1.1 403 Forbidden\r\n\r\n")
 		return
 	}
-	up, err := net.DialTimeout("tcp", to.String(), 10*time.Second)
+	up, err := dialFrom(ns, to.String())
 	if err != nil {
 		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
@@ -83,4 +88,36 @@ func inside(a netip.Addr, allowed []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// dialFrom dials to from the network namespace at path ns ("" for the
+// tunnel's own). The socket is made on a thread moved into ns, which
+// moves back; a thread that cannot is left locked, so it dies with the
+// goroutine instead of serving others from the wrong namespace.
+func dialFrom(ns, to string) (net.Conn, error) {
+	if ns == "" {
+		return net.DialTimeout("tcp", to, 10*time.Second)
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer orig.Close()
+	target, err := netns.GetFromPath(ns)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	c, err := net.DialTimeout("tcp", to, 10*time.Second)
+	if netns.Set(orig) == nil {
+		runtime.UnlockOSThread()
+	}
+	return c, err
 }
