@@ -82,6 +82,9 @@ type Exec struct {
 	// PerLine is added to a restore's deadline for each payload line;
 	// zero means DefaultPerLine.
 	PerLine time.Duration
+	// MaxDeadline caps a restore's deadline, whatever its size; zero
+	// means DefaultMaxDeadline.
+	MaxDeadline time.Duration
 }
 
 const (
@@ -92,6 +95,11 @@ const (
 	// DefaultPerLine allows for rules that are slow to parse: at 10k
 	// Services a KUBE-IPVS-OUT-FILTER rule takes ~60 ms (proxier/blocked.go).
 	DefaultPerLine = 100 * time.Millisecond
+	// DefaultMaxDeadline caps that growth: a restore still running after
+	// five minutes holds the xtables lock from every other writer on the
+	// node, and is better killed and retried with backoff (the slowest
+	// seen, 500 filter rules at 10k Services, took 56 s).
+	DefaultMaxDeadline = 5 * time.Minute
 	// waitDelay bounds the wait for the output pipes once the process is
 	// gone (exited or killed), should a child left behind hold them.
 	waitDelay = time.Second
@@ -126,6 +134,7 @@ func newExec(family string) (Exec, error) {
 
 func (e Exec) Restore(payload []byte) error {
 	deadline := cmp.Or(e.Deadline, DefaultDeadline) + time.Duration(bytes.Count(payload, []byte("\n")))*cmp.Or(e.PerLine, DefaultPerLine)
+	deadline = min(deadline, cmp.Or(e.MaxDeadline, DefaultMaxDeadline))
 	out, err := run(deadline, payload, true, e.IPTablesRestore, "-w", "5", "--noflush", "--counters")
 	if err != nil {
 		return fmt.Errorf("iptables-restore: %w: %s", err, bytes.TrimSpace(out))

@@ -113,3 +113,14 @@ func TestExecRestoreDeadlineGrowsWithThePayload(t *testing.T) {
 		t.Errorf("a 20-line restore of 0.5 s was not given its 2.1 s: %v", err)
 	}
 }
+
+// That growth has a cap: a restore past it is killed, however long its
+// payload, so that no run holds the xtables lock without end.
+func TestExecRestoreDeadlineHasACap(t *testing.T) {
+	bin := fakeBinary(t, "cat >/dev/null\nsleep 1\n")
+	e := Exec{IPTablesRestore: bin, Deadline: 100 * time.Millisecond, PerLine: 100 * time.Millisecond, MaxDeadline: 300 * time.Millisecond}
+	start := time.Now()
+	if err := e.Restore([]byte(strings.Repeat("-A X -j ACCEPT\n", 20))); err == nil {
+		t.Errorf("a 1 s restore finished under a 300 ms cap (%s)", time.Since(start))
+	}
+}

@@ -93,6 +93,9 @@ func iptablesPayload(saved string) (payload []byte, chains int, err error) {
 			}
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue // not iptables-save's; nothing to delete
+			}
 			chain, target := f[1], iptables.JumpTarget(f)
 			if IPTablesModeChain(table, chain) {
 				continue // flushed with its chain

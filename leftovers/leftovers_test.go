@@ -191,3 +191,12 @@ func TestIPTablesModeSeenAndAnswering(t *testing.T) {
 		}
 	}
 }
+
+// A line that is not what iptables-save writes (a bare "-A ") is passed
+// over, not a panic in the proxier's start-up.
+func TestABareAppendLineIsPassedOver(t *testing.T) {
+	payload, _, err := iptablesPayload("*nat\n:KUBE-SVC-ABC - [0:0]\n-A \n-A\nCOMMIT\n")
+	if err != nil || !strings.Contains(string(payload), "-X KUBE-SVC-ABC") {
+		t.Errorf("payload %q, %v; want KUBE-SVC-ABC removed and the bare lines passed over", payload, err)
+	}
+}

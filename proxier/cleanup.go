@@ -115,6 +115,9 @@ func cleanupPayload(saved string) []byte {
 			iptablesMode = iptablesMode || leftovers.IPTablesModeChain(table, chain)
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue // not iptables-save's; nothing to delete
+			}
 			target := iptables.JumpTarget(f)
 			ourFirewallJump := target == "KUBE-PROXY-FIREWALL" && strings.Contains(line, glue.FirewallJumpComment)
 			jumpsToOurs := target != "" && (ours(target) || ourFirewallJump) && !ours(f[1])

@@ -119,6 +119,15 @@ COMMIT
 	}
 }
 
+// A bare "-A " line, which iptables-save never writes, is passed over
+// where iptables mode runs too, not a panic in --cleanup.
+func TestCleanupPassesOverABareAppendLine(t *testing.T) {
+	got := string(cleanupPayload("*nat\n:KUBE-SVC-ABC - [0:0]\n:KUBE-LOAD-BALANCER - [0:0]\n-A \nCOMMIT\n"))
+	if !strings.Contains(got, "-X KUBE-LOAD-BALANCER") {
+		t.Errorf("payload:\n%s\nwant KUBE-LOAD-BALANCER removed", got)
+	}
+}
+
 type clearedFlows [][]conntrack.Stale
 
 func (c *clearedFlows) Clear(stale []conntrack.Stale) (int, error) {
