@@ -36,7 +36,9 @@ func diffCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "diff",
 		Usage: "show where the kernel differs from the desired state (read-only); exit 0 when equal, 1 on drift, 2 on error",
-		Flags: append(Flags(), &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"}),
+		Flags: append([]cli.Flag{&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"}},
+			Flags()...),
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			format, o, err := toolOptions(c)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -39,10 +40,11 @@ import (
 // (NewOptions), then runs them (Run).
 func Command() *cli.App {
 	return &cli.App{
-		Name:     "kube-ipvs-proxy",
-		Usage:    "Kubernetes service proxy on IPVS, a drop-in for kube-proxy --proxy-mode=ipvs",
-		Flags:    Flags(),
-		Commands: []*cli.Command{diffCommand(), statusCommand()},
+		Name:         "kube-ipvs-proxy",
+		Usage:        "Kubernetes service proxy on IPVS, a drop-in for kube-proxy --proxy-mode=ipvs",
+		Flags:        Flags(),
+		Commands:     []*cli.Command{diffCommand(), statusCommand()},
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			o, err := NewOptions(c)
 			if err != nil {
@@ -51,6 +53,17 @@ func Command() *cli.App {
 			return Run(c.Context, o)
 		},
 	}
+}
+
+// usageError is what a flag the command does not take gets: one line
+// naming it, in kube-proxy's words, and where the help is; not the help
+// itself.
+func usageError(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = "unknown flag: --" + strings.TrimPrefix(name, "-")
+	}
+	return fmt.Errorf("%s\nSee '%s --help' for usage.", msg, c.Command.HelpName)
 }
 
 // Run does what o asks for: print the version, one of the one-shot

@@ -24,9 +24,11 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the running proxier's Services: virtual servers, real servers held and wanted, failed objects; exit 0, 1 when some object failed, 2 on error",
-		Flags: append(Flags(),
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json (/debug/state as served)"},
-			&cli.StringSliceFlag{Name: "service", Usage: "only this Service, namespace/name (repeatable)"}),
+			&cli.StringSliceFlag{Name: "service", Usage: "only this Service, namespace/name (repeatable)"}},
+			Flags()...),
+		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			format, o, err := toolOptions(c)
 			if err != nil {
