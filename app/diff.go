@@ -75,8 +75,15 @@ func toolOptions(c *cli.Context) (format string, o *Options, err error) {
 	return format, o, nil
 }
 
-// diffTimeout bounds listing the API objects and reading the kernel.
-const diffTimeout = 5 * time.Minute
+const (
+	// diffTimeout bounds listing the API objects and reading the kernel.
+	diffTimeout = 5 * time.Minute
+	// reachTimeout bounds the first request, which only asks whether the
+	// apiserver is there.
+	reachTimeout = 15 * time.Second
+	// waitNotice is how often diff says it is still waiting for the lists.
+	waitNotice = 5 * time.Second
+)
 
 // kernelDiff runs one sync of a proxier on a kernel that records writes
 // instead of making them (package diff), and returns them.
@@ -84,6 +91,14 @@ func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
 	client, err := newClient(o.Client)
 	if err != nil {
 		return nil, err
+	}
+	// An apiserver that cannot be reached fails diff at once, as it fails
+	// kubectl; one that answers slowly is waited for, and said so.
+	probe, cancel := context.WithTimeout(ctx, reachTimeout)
+	err = client.Reachable(probe)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the apiserver: %w", err)
 	}
 	kernel, err := proxier.NewKernel(o.Kernel.IPv6)
 	if err != nil {
@@ -106,11 +121,20 @@ func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
 	if err := informers.Start(ctx, client, cfg.Desired.NodeName, o.ConfigSyncPeriod, h, h, h); err != nil {
 		return nil, err
 	}
+	waiting := time.NewTicker(waitNotice)
+	defer waiting.Stop()
+	start := time.Now()
 	for _, ch := range []chan struct{}{h.services, h.slices} {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list Services, EndpointSlices and Node %s: %w", cfg.Desired.NodeName, ctx.Err())
+		for listed := false; !listed; {
+			select {
+			case <-ch:
+				listed = true
+			case <-waiting.C:
+				fmt.Fprintf(os.Stderr, "diff: waiting for the apiserver to list Services, EndpointSlices and Node %s (%s)\n",
+					cfg.Desired.NodeName, time.Since(start).Round(time.Second))
+			case <-ctx.Done():
+				return nil, fmt.Errorf("list Services, EndpointSlices and Node %s: %w", cfg.Desired.NodeName, ctx.Err())
+			}
 		}
 	}
 	p.SyncNow()

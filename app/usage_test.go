@@ -2,8 +2,13 @@ package app
 
 import (
 	"bytes"
+	"errors"
+	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
 )
 
 // An unknown flag gets one line naming it, in kube-proxy's words, and a
@@ -41,5 +46,33 @@ func TestToolHelpListsItsOwnFlagsFirst(t *testing.T) {
 		if own < 0 || proxier < 0 || own > proxier {
 			t.Errorf("%s --help: --output at %d, --kubeconfig at %d; want its own first:\n%s", tool, own, proxier, help)
 		}
+	}
+}
+
+// diff with an apiserver it cannot reach fails at once, with the reason
+// and exit 2, instead of waiting out its 5-minute budget.
+func TestDiffFailsFastWhenTheAPIServerIsUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	cmd := Command()
+	var out bytes.Buffer
+	cmd.Writer, cmd.ErrWriter = &out, &out
+	cmd.ExitErrHandler = func(*cli.Context, error) {} // the test's process stays
+	done := make(chan error, 1)
+	go func() {
+		done <- cmd.Run([]string{"kube-ipvs-proxy", "diff", "--master", "https://" + addr, "--hostname-override", "n"})
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("diff still waiting after a minute for an apiserver that refuses connections")
+	}
+	var exit cli.ExitCoder
+	if !errors.As(err, &exit) || exit.ExitCode() != exitError || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("diff: %v (%T); want exit %d naming the refused connection", err, err, exitError)
 	}
 }

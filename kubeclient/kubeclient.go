@@ -11,11 +11,13 @@ package kubeclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -93,6 +95,18 @@ func New(rc *rest.Config) (*Client, error) {
 		c.byGroup[gv] = group
 	}
 	return c, nil
+}
+
+// Reachable asks the apiserver for its version: nil once it answers at
+// all (an HTTP error is an answer), else why it could not be reached, for
+// a command-line tool that must fail fast instead of retrying.
+func (c *Client) Reachable(ctx context.Context) error {
+	err := c.byGroup[v1.SchemeGroupVersion].Get().AbsPath("/version").Do(ctx).Error()
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) {
+		return nil
+	}
+	return err
 }
 
 // ListWatch lists and watches r in namespace (all when ""), with tweak
