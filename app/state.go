@@ -23,8 +23,8 @@ type stateSource interface {
 // backend, so unless remote it answers only clients on the node itself.
 func stateHandler(p stateSource, remote bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !remote && !fromLoopback(r) {
-			http.Error(w, "/debug/state answers only on the node (loopback); see --debug-state-remote", http.StatusForbidden)
+		if !remote && !fromNode(r) {
+			http.Error(w, "/debug/state answers only on the node (loopback or the node's address it is bound to); see --debug-state-remote", http.StatusForbidden)
 			return
 		}
 		var names []types.NamespacedName
@@ -41,11 +41,22 @@ func stateHandler(p stateSource, remote bool) http.Handler {
 	})
 }
 
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// fromNode says whether r comes from the node itself: from loopback, or
+// from the very address it reached, which only the node's own sockets
+// use (the kernel gives a connection to a local address that address as
+// its source; an outside client could not complete the handshake with it).
+func fromNode(r *http.Request) bool {
+	from, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return false
 	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
+	if from.Addr().Unmap().IsLoopback() {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	to, err := netip.ParseAddrPort(local.String())
+	return err == nil && to.Addr().Unmap() == from.Addr().Unmap()
 }

@@ -2,8 +2,10 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,6 +30,10 @@ func (f *fixedState) State(names ...types.NamespacedName) view.State {
 
 func TestStateAnswersLoopbackOnlyUnlessRemote(t *testing.T) {
 	src := &fixedState{state: view.State{Services: []view.Service{}, Failed: []status.Object{}}}
+	// The metrics address may be the node's own (status then connects
+	// to it, from it): a client whose address is the one it reached is
+	// on the node.
+	node := &net.TCPAddr{IP: net.ParseIP("10.0.2.15"), Port: 10249}
 	for _, tc := range []struct {
 		from   string
 		remote bool
@@ -35,10 +41,12 @@ func TestStateAnswersLoopbackOnlyUnlessRemote(t *testing.T) {
 	}{
 		{"127.0.0.1:40000", false, http.StatusOK},
 		{"[::1]:40000", false, http.StatusOK},
+		{"10.0.2.15:40000", false, http.StatusOK},
 		{"192.0.2.7:40000", false, http.StatusForbidden},
 		{"192.0.2.7:40000", true, http.StatusOK},
 	} {
 		req := httptest.NewRequest("GET", "/debug/state?service=ns/a&service=ns/b", nil)
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, net.Addr(node)))
 		req.RemoteAddr = tc.from
 		rec := httptest.NewRecorder()
 		stateHandler(src, tc.remote).ServeHTTP(rec, req)
@@ -88,5 +96,32 @@ func TestStatusPrintsALinePerService(t *testing.T) {
 				t.Errorf("line %q lacks %q", lines[i+1], w)
 			}
 		}
+	}
+}
+
+// On a real socket: a client on this machine that connects to one of its
+// non-loopback addresses is taken for the node, as status is when the
+// metrics address is the node's own.
+func TestStateAnswersOnTheNodesOwnAddress(t *testing.T) {
+	var own net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			own = n.IP
+			break
+		}
+	}
+	if own == nil {
+		t.Skip("this machine has no non-loopback IPv4 address")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(own.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: stateHandler(&fixedState{state: view.State{Services: []view.Service{}, Failed: []status.Object{}}}, false)}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	if _, err := fetchState(ln.Addr().String(), nil); err != nil {
+		t.Errorf("status on %s from this machine: %v", ln.Addr(), err)
 	}
 }
