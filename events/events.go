@@ -39,14 +39,18 @@ const NoteMax = 1024
 // Limits: a burst covers a node start that finds a few dozen bad Services,
 // then one Event every 5 s; what does not fit in the queue is dropped and
 // counted (the log line and the gauges still tell). One object gets one
-// Event per perObject at most, so a tenant who keeps changing what is wrong
-// with a Service can neither crowd out others' Events nor make every node
-// post one per edit.
+// Event per reason per perObject at most, so a tenant who keeps changing
+// what is wrong with a Service can neither crowd out others' Events nor
+// make every node post one per edit; the last warning held back is posted
+// when its wait is over (within flushEvery), since the proxier tells each
+// warning once.
 const (
-	queueLen  = 200
-	burst     = 25
-	qps       = 0.2
-	perObject = 5 * time.Minute
+	queueLen   = 200
+	burst      = 25
+	qps        = 0.2
+	perObject  = 5 * time.Minute
+	flushEvery = 5 * time.Second
+	pendingMax = 4096
 )
 
 // Poster posts Events through events.k8s.io/v1 under names derived from
@@ -61,9 +65,11 @@ type Poster struct {
 	now                  func() time.Time
 
 	mu sync.Mutex
-	// last is when each object (by UID, or kind/namespace/name) last had
-	// an Event queued.
-	last map[string]time.Time
+	// last is when each object (by UID, or kind/namespace/name) and
+	// reason last had an Event queued; pending is the last Event held
+	// back for each, to queue when its wait is over.
+	last    map[string]time.Time
+	pending map[string]*eventsv1.Event
 }
 
 // New posts as controller (kube-proxy's "kube-proxy"), from instance (the
@@ -71,7 +77,7 @@ type Poster struct {
 func New(sink Sink, controller, instance string, log *zap.Logger) *Poster {
 	return &Poster{sink: sink, controller: controller, instance: instance, log: log,
 		queue: make(chan *eventsv1.Event, queueLen), limiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst), now: time.Now,
-		last: map[string]time.Time{}}
+		last: map[string]time.Time{}, pending: map[string]*eventsv1.Event{}}
 }
 
 // Eventf queues an Event about regarding; it never blocks. An object gets
@@ -90,10 +96,6 @@ func (p *Poster) queueEvent(regarding, related runtime.Object, eventtype, reason
 	ref, err := reference.GetReference(kubeclient.Scheme, regarding)
 	if err != nil {
 		p.log.Warn("no Event: cannot refer to the object", zap.Error(err))
-		return
-	}
-	if byContent && !p.due(ref) {
-		p.dropped.Add(1)
 		return
 	}
 	msg := Truncate(note, NoteMax)
@@ -123,6 +125,13 @@ func (p *Poster) queueEvent(regarding, related runtime.Object, eventtype, reason
 			ev.Related = r
 		}
 	}
+	if byContent && !p.due(waitKey(ref, reason), ev) {
+		return
+	}
+	p.enqueue(ev)
+}
+
+func (p *Poster) enqueue(ev *eventsv1.Event) {
 	select {
 	case p.queue <- ev:
 	default:
@@ -130,31 +139,66 @@ func (p *Poster) queueEvent(regarding, related runtime.Object, eventtype, reason
 	}
 }
 
-// due says whether ref may have an Event now, and if so notes that it has.
-func (p *Poster) due(ref *v1.ObjectReference) bool {
+// waitKey names an object (by UID, or kind/namespace/name) and a reason.
+func waitKey(ref *v1.ObjectReference, reason string) string {
 	key := string(ref.UID)
 	if key == "" {
 		key = ref.Kind + "/" + ref.Namespace + "/" + ref.Name
 	}
+	return key + "/" + reason
+}
+
+// due says whether key may have an Event now, and if so notes that it has;
+// if not, ev is held back (replacing one held before) until flushDue.
+func (p *Poster) due(key string, ev *eventsv1.Event) bool {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if t, ok := p.last[key]; ok && now.Sub(t) < perObject {
+		if _, held := p.pending[key]; held || len(p.pending) < pendingMax {
+			p.pending[key] = ev
+		} else {
+			p.dropped.Add(1)
+		}
 		return false
 	}
 	if len(p.last) >= 4096 { // forget the objects whose wait is over
-		maps.DeleteFunc(p.last, func(_ string, t time.Time) bool { return now.Sub(t) >= perObject })
+		maps.DeleteFunc(p.last, func(k string, t time.Time) bool { return now.Sub(t) >= perObject && p.pending[k] == nil })
 	}
 	p.last[key] = now
+	delete(p.pending, key) // ev is newer
 	return true
 }
 
-// Run posts queued Events until ctx is done.
+// flushDue queues the held-back Events whose wait is over.
+func (p *Poster) flushDue() {
+	now := p.now()
+	var due []*eventsv1.Event
+	p.mu.Lock()
+	for key, ev := range p.pending {
+		if now.Sub(p.last[key]) >= perObject {
+			p.last[key] = now
+			delete(p.pending, key)
+			due = append(due, ev)
+		}
+	}
+	p.mu.Unlock()
+	for _, ev := range due {
+		p.enqueue(ev)
+	}
+}
+
+// Run posts queued Events, and queues held-back ones as their wait ends,
+// until ctx is done.
 func (p *Poster) Run(ctx context.Context) {
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-flush.C:
+			p.flushDue()
 		case ev := <-p.queue:
 			if err := p.limiter.Wait(ctx); err != nil {
 				return

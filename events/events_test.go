@@ -122,6 +122,50 @@ func TestOneObjectOneEventPerWait(t *testing.T) {
 	}
 }
 
+// Each reason has its own wait: a Service's conflict is told even if it
+// had another warning minutes before (the conflict is reported once).
+func TestEachReasonHasItsOwnWait(t *testing.T) {
+	p := New(clientset.Client{Interface: fake.NewClientset()}, "kube-proxy", "node-a", zap.NewNop())
+	svc := service("web", "7")
+	p.Eventf(svc, nil, v1.EventTypeWarning, "InvalidService", "Sync", "bad port")
+	p.Eventf(svc, nil, v1.EventTypeWarning, "ServiceConflict", "Sync", "takes another's address")
+	p.Eventf(svc, nil, v1.EventTypeWarning, "InvalidService", "Sync", "bad port again")
+	if n := len(p.queue); n != 2 {
+		t.Fatalf("%d Events queued, want one for each reason", n)
+	}
+}
+
+// A warning held back by its wait is posted when the wait is over, the
+// last one only: the proxier tells each warning once (a conflict found
+// minutes after another warning about the Service must not be lost).
+func TestAHeldBackWarningIsPostedWhenItsWaitEnds(t *testing.T) {
+	p := New(clientset.Client{Interface: fake.NewClientset()}, "kube-proxy", "node-a", zap.NewNop())
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	svc := service("web", "8")
+	p.Eventf(svc, nil, v1.EventTypeWarning, "InvalidService", "Sync", "first")
+	now = now.Add(time.Minute)
+	p.Eventf(svc, nil, v1.EventTypeWarning, "InvalidService", "Sync", "second")
+	p.Eventf(svc, nil, v1.EventTypeWarning, "InvalidService", "Sync", "conflict")
+	p.flushDue()
+	if n := len(p.queue); n != 1 {
+		t.Fatalf("%d Events queued within the wait, want 1", n)
+	}
+	now = now.Add(perObject)
+	p.flushDue()
+	if n := len(p.queue); n != 2 {
+		t.Fatalf("%d Events queued after the wait, want 2", n)
+	}
+	<-p.queue
+	if ev := <-p.queue; ev.Note != "conflict" {
+		t.Errorf("posted %q after the wait, want the last held back, \"conflict\"", ev.Note)
+	}
+	p.flushDue()
+	if n := len(p.queue); n != 0 {
+		t.Errorf("%d more Events queued, want none", n)
+	}
+}
+
 // A proxier's start and its configuration warnings are one Event each
 // time, even about the same Node within the per-object wait.
 func TestAnnouncementsAreEachAnEvent(t *testing.T) {

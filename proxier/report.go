@@ -68,8 +68,10 @@ func (p *Proxier) reportObjects(out reconciler.Outcome) int {
 		}
 		if svc := p.changeTracker.service(r.Owner); svc != nil {
 			evented[r.Owner] = true
+			// No node in the note: the same refusal on many nodes is one
+			// Event (named by its content), each node its reporter.
 			p.events.Eventf(svc, nil, v1.EventTypeWarning, "KernelRefused", "Sync",
-				"kube-ipvs-proxy on %s could not program %s %s: %v; retrying", p.cfg.Desired.NodeName, strings.ReplaceAll(string(r.Kind), "_", " "), r.Object, r.Err)
+				"kube-ipvs-proxy could not program %s %s: %v; retrying", strings.ReplaceAll(string(r.Kind), "_", " "), r.Object, r.Err)
 		}
 	}
 	total := 0

@@ -97,6 +97,11 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 			if len(*ev) != 1 || !strings.Contains((*ev)[0], "Warning KernelRefused") || !strings.Contains((*ev)[0], "10.96.0.10") {
 				t.Fatalf("events %q, want one KernelRefused warning on ns/web", *ev)
 			}
+			// The note names no node: the same refusal on every node is
+			// one Event (its name is its content's), each node a reporter.
+			if strings.Contains((*ev)[0], p.cfg.Desired.NodeName) {
+				t.Fatalf("event %q names node %s", (*ev)[0], p.cfg.Desired.NodeName)
+			}
 			time.Sleep(30 * time.Millisecond) // past health's timeout
 			livez := httptest.NewRecorder()
 			health.Handler().ServeHTTP(livez, httptest.NewRequest("GET", "/livez", nil))
