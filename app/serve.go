@@ -31,7 +31,7 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 		log.Error("cannot serve; continuing without it", zap.String("server", name), zap.String("address", addr), zap.Error(err))
 		return nil
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(h)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("server stopped", zap.String("server", name), zap.Error(err))
@@ -44,6 +44,20 @@ func serve(ctx context.Context, log *zap.Logger, name, addr string, hardFail boo
 		_ = srv.Shutdown(sctx)
 	}()
 	return nil
+}
+
+// Every read and write of the health and metrics servers is bounded, so
+// that a client that stalls (or a scraper that never reads a big
+// /metrics/ipvs) holds no connection and goroutine for long. The write
+// bound leaves room for pprof's default 30 s profile.
+var serverTimeouts = struct{ readHeader, read, write, idle time.Duration }{
+	readHeader: 10 * time.Second, read: 30 * time.Second, write: 2 * time.Minute, idle: 2 * time.Minute,
+}
+
+// newServer is an HTTP server of h with serverTimeouts.
+func newServer(h http.Handler) *http.Server {
+	t := serverTimeouts
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
 }
 
 // component is the name the z-pages give the program.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -23,23 +24,62 @@ type IPVSStats struct {
 	Read func() ([]ipvs.VirtualServerStats, error)
 	// Owners names the Service that wants each virtual server.
 	Owners func() map[ipvs.Key]string
+	// MinInterval is how long a read is served again instead of reading
+	// anew (zero means DefaultStatsInterval, negative reads every time).
+	MinInterval time.Duration
 }
 
 // IPVSStatsPath is where the statistics are served.
 const IPVSStatsPath = "/metrics/ipvs"
 
+// DefaultStatsInterval: a full read costs seconds of CPU at 10k Services
+// (docs/performance.md), and scrapers that ask at once (a Prometheus HA
+// pair, a curl beside one) share one read.
+const DefaultStatsInterval = 5 * time.Second
+
+// statsRead is one read of the statistics, kept for the scrapes that come
+// within MinInterval of it.
+type statsRead struct {
+	mu    sync.Mutex
+	ok    bool // stats hold a read
+	at    time.Time
+	stats []ipvs.VirtualServerStats
+	took  time.Duration
+}
+
+// get returns a read no older than interval: one scrape at a time reads,
+// and those waiting for it are then served what it read.
+func (c *statsRead) get(read func() ([]ipvs.VirtualServerStats, error), interval time.Duration) ([]ipvs.VirtualServerStats, time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if interval >= 0 && c.ok && time.Since(c.at) < interval {
+		return c.stats, c.took, nil
+	}
+	start := time.Now()
+	stats, err := read()
+	if err != nil {
+		c.ok, c.stats = false, nil
+		return nil, 0, err
+	}
+	c.ok, c.at, c.stats, c.took = true, time.Now(), stats, time.Since(start)
+	return stats, c.took, nil
+}
+
 // Handler serves the statistics in the Prometheus text format, gzipped
 // when the scraper accepts it. A failed read answers 503, so that the
 // scrape shows as failed rather than as series that stopped.
 func (s IPVSStats) Handler() http.Handler {
+	interval := s.MinInterval
+	if interval == 0 {
+		interval = DefaultStatsInterval
+	}
+	cache := &statsRead{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		stats, err := s.Read()
+		stats, read, err := cache.get(s.Read, interval)
 		if err != nil {
 			http.Error(w, "read the IPVS statistics: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		read := time.Since(start)
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		var out *bufio.Writer
 		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
