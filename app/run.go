@@ -63,7 +63,7 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		msg = "unknown flag: --" + strings.TrimPrefix(name, "-")
 	}
-	return fmt.Errorf("%s\nSee '%s --help' for usage.", msg, c.Command.HelpName)
+	return fmt.Errorf("%s\nsee '%s --help' for usage", msg, c.Command.HelpName)
 }
 
 // Run does what o asks for: print the version, one of the one-shot
