@@ -86,7 +86,7 @@ func upstreamFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "log-json-split-stream", Usage: "(ignored)"},
 		&cli.StringFlag{Name: "log-text-info-buffer-size", Usage: "(ignored)"},
 		&cli.BoolFlag{Name: "log-text-split-stream", Usage: "(ignored)"},
-		&cli.StringFlag{Name: "vmodule", Usage: "(ignored)"},
+		&cli.StringFlag{Name: "vmodule", Usage: "comma-separated pattern=N: verbosity N for the source files whose name (without .go) matches the glob; 4 and above logs their per-sync lines"},
 		&cli.BoolFlag{Name: "iptables-localhost-nodeports", Value: true, Usage: "(ignored: iptables mode's)"},
 		&cli.DurationFlag{Name: "iptables-min-sync-period", Value: time.Second, Usage: "(ignored: iptables mode's)"},
 		&cli.DurationFlag{Name: "iptables-sync-period", Value: 30 * time.Second, Usage: "(ignored: iptables mode's)"},
@@ -97,7 +97,7 @@ func upstreamFlags() []cli.Flag {
 
 var (
 	ignoredFlags = []string{"log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
-		"log-text-info-buffer-size", "log-text-split-stream", "vmodule", "iptables-localhost-nodeports",
+		"log-text-info-buffer-size", "log-text-split-stream", "iptables-localhost-nodeports",
 		"iptables-min-sync-period", "iptables-sync-period", "boot-id-file", "machine-id-file"}
 )
 

@@ -3,6 +3,7 @@ package app
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/go-logr/logr"
@@ -11,25 +12,33 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// newLogger builds the process's logger: --logging-format picks the
-// encoding, and -v 4 or more turns on the per-sync details.
-func newLogger(v int, format string) (*zap.Logger, error) {
-	zc := zap.NewProductionConfig()
+// newLogger builds the process's logger: --logging-format picks kube-proxy's
+// text (klog's) or JSON (component-base's) form (logformat.go), and -v 4
+// or more turns on the per-sync details, in the files --vmodule names or
+// all. Everything goes to stderr, as klog writes it.
+func newLogger(v int, format, vmoduleFlag string) (*zap.Logger, error) {
+	m, err := parseVModule(vmoduleFlag)
+	if err != nil {
+		return nil, fmt.Errorf("--vmodule: %w", err)
+	}
+	level := zap.NewAtomicLevelAt(zap.InfoLevel)
+	if max(v, m.max()) >= debugVerbosity {
+		level.SetLevel(zap.DebugLevel)
+	}
+	out := zapcore.Lock(os.Stderr)
+	var core zapcore.Core
 	switch format {
 	case "text", "":
-		zc.Encoding = "console"
+		core = kubeCore{zapcore.NewCore(newKlogEncoder(), out, level), false}
 	case "json":
-		zc.Encoding = "json"
+		core = kubeCore{zapcore.NewCore(componentBaseJSON(), out, level), true}
 	default:
 		return nil, fmt.Errorf("--logging-format=%q: one of text, json", format)
 	}
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	zc.Sampling = nil
-	zc.DisableStacktrace = true
-	if v >= 4 {
-		zc.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+	if len(m) > 0 {
+		core = vmoduleCore{core, m, v}
 	}
-	return zc.Build()
+	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(out)), nil
 }
 
 // routeKlog sends what client-go logs through klog (a watch that ended,

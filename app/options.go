@@ -53,6 +53,7 @@ type Options struct {
 	ConfigSyncPeriod time.Duration // informer resync
 	Verbosity        int
 	LoggingFormat    string
+	VModule          string // klog's pattern=N list, for the Debug lines
 	OOMScoreAdj      int
 
 	// One-shot actions: each does its part and exits.
@@ -114,9 +115,12 @@ func NewOptions(c *cli.Context) (*Options, error) {
 	if o.ConfigSyncPeriod = c.Duration("config-sync-period"); o.ConfigSyncPeriod <= 0 {
 		r.fail("config-sync-period", "%s: must be greater than 0", o.ConfigSyncPeriod)
 	}
-	o.Verbosity, o.LoggingFormat = c.Int("v"), c.String("logging-format")
+	o.Verbosity, o.LoggingFormat, o.VModule = c.Int("v"), c.String("logging-format"), c.String("vmodule")
 	if o.LoggingFormat != "text" && o.LoggingFormat != "json" {
 		r.fail("logging-format", "%q: one of text, json", o.LoggingFormat)
+	}
+	if _, err := parseVModule(o.VModule); err != nil {
+		r.fail("vmodule", "%v", err)
 	}
 	if o.OOMScoreAdj = c.Int("oom-score-adj"); o.OOMScoreAdj < -1000 || o.OOMScoreAdj > 1000 {
 		r.fail("oom-score-adj", "%d: must be within [-1000, 1000]", o.OOMScoreAdj)

@@ -73,7 +73,7 @@ func Run(ctx context.Context, o *Options) error {
 		fmt.Println("kube-ipvs-proxy", version())
 		return nil
 	}
-	log, err := newLogger(o.Verbosity, o.LoggingFormat)
+	log, err := newLogger(o.Verbosity, o.LoggingFormat, o.VModule)
 	if err != nil {
 		return err
 	}

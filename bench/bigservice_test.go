@@ -98,12 +98,14 @@ func TestOtherLanesNeverShareAService(t *testing.T) {
 
 func TestSyncsDuringTakesTheLongestOnTheSyncGoroutine(t *testing.T) {
 	log := strings.Join([]string{
-		"2026-11-26T06:16:00.100Z\tdebug\tproxier/proxier.go:370\tsynced\t{\"full\": false, \"services\": 1, \"kernelOps\": 3, \"failedObjects\": 0, \"took\": 0.012, \"lockWait\": 0.001}",
-		"2026-11-26T06:16:30.000Z\tdebug\tproxier/proxier.go:370\tsynced\t{\"full\": false, \"services\": 1, \"kernelOps\": 451501, \"failedObjects\": 0, \"took\": 25.5, \"lockWait\": 0}",
-		"2026-11-26T06:16:31.000Z\tinfo\tsomething else\t{\"took\": 99}",
+		// zap's production JSON, as builds before the klog formats wrote it.
+		`{"level":"debug","ts":"2026-11-26T06:16:00.100Z","caller":"proxier/proxier.go:370","msg":"synced","full":false,"services":1,"kernelOps":3,"failedObjects":0,"took":0.012,"lockWait":0.001}`,
+		// component-base's JSON, as --logging-format=json writes it now.
+		`{"ts":1795673790000,"caller":"proxier/proxier.go:370","msg":"synced","v":4,"full":false,"services":1,"kernelOps":451501,"failedObjects":0,"took":"25.5s","lockWait":"0s"}`,
+		`{"ts":1795673791000,"caller":"app/run.go:1","msg":"something else","v":0,"took":"99s"}`,
 		// A drift check: 40 s in all, 38 of them read and adopted beside other syncs.
-		"2026-11-26T06:17:10.000Z\tdebug\tproxier/proxier.go:370\tsynced\t{\"full\": true, \"services\": 0, \"kernelOps\": 0, \"failedObjects\": 0, \"took\": 40, \"lockWait\": 0, \"setup\": 0.5, \"read\": 30, \"adopt\": 7.5}",
-		"2026-11-26T06:18:00.000Z\tdebug\tproxier/proxier.go:370\tsynced\t{\"full\": false, \"services\": 1, \"kernelOps\": 3, \"took\": 45}",
+		`{"ts":1795673830000,"caller":"proxier/proxier.go:370","msg":"synced","v":4,"full":true,"services":0,"kernelOps":0,"failedObjects":0,"took":"40s","lockWait":"0s","setup":"500ms","read":"30s","adopt":"7.5s"}`,
+		`{"ts":1795673880000,"caller":"proxier/proxier.go:370","msg":"synced","v":4,"full":false,"services":1,"kernelOps":3,"took":"45s"}`,
 	}, "\n")
 	lines := parseSyncs(strings.NewReader(log))
 	if len(lines) != 4 {

@@ -337,13 +337,17 @@ const beforeName = "kube-ipvs-proxy-before"
 // included, so that the two carry the same cost of being measured.
 func profiled(name string) bool { return name == "kube-ipvs-proxy" || name == beforeName }
 
+// oursBenchFlags: profiled, and JSON logs, whose sync lines parseSyncs reads
+// whichever version wrote them.
+var oursBenchFlags = []string{"--profiling", "--logging-format=json"}
+
 func startProxier(env *framework.Env, name string, o options) (*framework.Process, error) {
 	switch name {
 	case "kube-ipvs-proxy":
-		return framework.StartOurs(env, "bench-kube-ipvs-proxy", append([]string{"--profiling"}, o.oursFlags...)...)
+		return framework.StartOurs(env, "bench-kube-ipvs-proxy", append(oursBenchFlags, o.oursFlags...)...)
 	case beforeName:
 		return framework.Start(env, "bench-"+beforeName, filepath.Join(env.Bin, beforeName),
-			framework.OursArgs(env, append([]string{"--profiling"}, o.oursFlags...)...)...)
+			framework.OursArgs(env, append(oursBenchFlags, o.oursFlags...)...)...)
 	case "kube-proxy":
 		return framework.StartUpstream(env, "bench-kube-proxy")
 	}

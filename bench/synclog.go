@@ -2,15 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"os"
-	"strings"
 	"time"
 )
 
 // syncLine is one "synced" line of our proxier's log at -v 4: when the sync
-// ended and where its time went. Durations are zap's seconds.
+// ended and where its time went.
 type syncLine struct {
 	end                time.Time
 	full               bool
@@ -30,38 +30,74 @@ func (l syncLine) onLoop() time.Duration {
 	return max(d, 0)
 }
 
-// parseSyncs reads the "synced" lines of a zap console log:
-// "2026-11-26T06:16:00.123Z<TAB>debug<TAB>…synced<TAB>{"full": false, …}".
+// parseSyncs reads the "synced" lines of a JSON log (the bench runs our
+// proxier, and the code before, with --logging-format=json). Either form
+// is read: component-base's, {"ts":<ms since the epoch>,...,"took":"12ms"},
+// and the zap production JSON of older builds, {"ts":"2026-…Z",...,
+// "took":0.012}.
 func parseSyncs(r io.Reader) []syncLine {
 	var out []syncLine
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		i := strings.Index(line, "\tsynced\t{")
-		if i < 0 {
-			continue
-		}
-		ts, _, _ := strings.Cut(line, "\t")
-		end, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts)
-		if err != nil {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte(`"msg":"synced"`)) {
 			continue
 		}
 		var f struct {
+			TS                 json.RawMessage
+			Msg                string
 			Full               bool
 			Services           int
 			KernelOps          int
-			Took, LockWait     float64
-			Setup, Read, Adopt float64
+			Took, LockWait     logDuration
+			Setup, Read, Adopt logDuration
 		}
-		if json.Unmarshal([]byte(line[i+len("\tsynced\t"):]), &f) != nil {
+		if json.Unmarshal(line, &f) != nil || f.Msg != "synced" {
 			continue
 		}
-		sec := func(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+		end, ok := logTime(f.TS)
+		if !ok {
+			continue
+		}
 		out = append(out, syncLine{end: end, full: f.Full, services: f.Services, ops: f.KernelOps,
-			took: sec(f.Took), lockWait: sec(f.LockWait), setup: sec(f.Setup), read: sec(f.Read), adopt: sec(f.Adopt)})
+			took: time.Duration(f.Took), lockWait: time.Duration(f.LockWait), setup: time.Duration(f.Setup),
+			read: time.Duration(f.Read), adopt: time.Duration(f.Adopt)})
 	}
 	return out
+}
+
+// logTime reads a line's ts: milliseconds since the epoch, or an ISO 8601
+// string.
+func logTime(ts json.RawMessage) (time.Time, bool) {
+	var ms float64
+	if json.Unmarshal(ts, &ms) == nil {
+		return time.UnixMicro(int64(ms * 1000)), true
+	}
+	var s string
+	if json.Unmarshal(ts, &s) != nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("2006-01-02T15:04:05.000Z0700", s)
+	return t, err == nil
+}
+
+// logDuration is a duration field: a string such as "12ms", or seconds.
+type logDuration time.Duration
+
+func (d *logDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		v, err := time.ParseDuration(s)
+		*d = logDuration(v)
+		return err
+	}
+	var sec float64
+	if err := json.Unmarshal(b, &sec); err != nil {
+		return err
+	}
+	*d = logDuration(sec * float64(time.Second))
+	return nil
 }
 
 func readSyncs(path string) []syncLine {

@@ -144,9 +144,9 @@ func TestDriftRepair(t *testing.T) {
 	// proxier that misread its own iptables chains would have rewritten
 	// them. Serial tests before this one may have made it rewrite them.
 	const rewrote = "iptables chains changed outside the proxier; rewrote them"
-	rewrites, checks := countLogLines(t, p, rewrote), countLogLines(t, p, `"full": true`)
+	rewrites, checks := countLogLines(t, p, rewrote), countLogLines(t, p, `full=true`)
 	eventually(t, "three drift checks", time.Minute, func() error {
-		if n := countLogLines(t, p, `"full": true`) - checks; n < 3 {
+		if n := countLogLines(t, p, `full=true`) - checks; n < 3 {
 			return fmt.Errorf("%d so far", n)
 		}
 		return nil

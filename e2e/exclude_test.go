@@ -33,9 +33,9 @@ func TestExcludedCIDRsLeftAlone(t *testing.T) {
 		_ = exec.Command("ipvsadm", "-D", "-t", "10.250.99.1:22").Run()
 		_ = exec.Command("ip", "addr", "del", theirs.String()+"/32", "dev", "kube-ipvs0").Run()
 	})
-	checks := countLogLines(t, p, `"full": true`)
+	checks := countLogLines(t, p, `full=true`)
 	eventually(t, "two drift checks", time.Minute, func() error {
-		if n := countLogLines(t, p, `"full": true`); n < checks+2 {
+		if n := countLogLines(t, p, `full=true`); n < checks+2 {
 			return fmt.Errorf("%d so far", n-checks)
 		}
 		return nil

@@ -84,10 +84,10 @@ func TestImageProgramsTheNode(t *testing.T) {
 	if err := framework.WaitSynced(p, start, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if n := logLines(t, p, "iptables backend", `"backend": "`+backend+`"`); n != 1 {
+	if n := logLines(t, p, "iptables backend", `backend="`+backend+`"`); n != 1 {
 		t.Errorf("%d log lines choosing the %s backend, want 1 (see %s)", n, backend, p.LogPath)
 	}
-	if n := logLines(t, p, `"version": "`+cfg.labels["org.opencontainers.image.version"]+`"`); n != 1 {
+	if n := logLines(t, p, `version="`+cfg.labels["org.opencontainers.image.version"]+`"`); n != 1 {
 		t.Errorf("the log does not name the version %s", cfg.labels["org.opencontainers.image.version"])
 	}
 
