@@ -146,6 +146,8 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 
 	health := healthz.New(2 * o.Proxier.SyncPeriod)
 	m := metrics.New()
+	m.RegisterRESTClient()
+	health.Served = m.CountHealth
 	cfg := o.Proxier
 	ipts := []iptables.Interface{kernel.IPTables}
 	if kernel.IP6Tables != nil {

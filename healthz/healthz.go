@@ -18,6 +18,9 @@ type State struct {
 	oldestQueued time.Time // zero when nothing is waiting
 	nodeEligible bool
 	now          func() time.Time
+	// Served, if set, is told of each answer: /healthz or /livez and
+	// its HTTP status (kube-proxy's healthz and livez counters).
+	Served func(livez bool, code int)
 }
 
 func New(timeout time.Duration) *State {
@@ -75,10 +78,15 @@ func (s *State) serve(w http.ResponseWriter, withNode bool) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	code := http.StatusOK
 	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
+		code = http.StatusServiceUnavailable
 	}
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(rep)
+	if s.Served != nil {
+		s.Served(!withNode, code)
+	}
 }
 
 // Handler serves /healthz (sync health and node eligibility) and /livez (sync health only).

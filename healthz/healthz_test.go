@@ -1,8 +1,10 @@
 package healthz
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 )
@@ -45,5 +47,19 @@ func TestHealthFollowsQueuedChanges(t *testing.T) {
 	s.SetNodeEligible(false)
 	if code("/healthz") != 503 || code("/livez") != 200 {
 		t.Fatal("an ineligible node fails healthz but not livez")
+	}
+}
+
+// Each answer is told to Served: which path, and its status.
+func TestEachAnswerIsCounted(t *testing.T) {
+	s := New(time.Minute)
+	var got []string
+	s.Served = func(livez bool, code int) { got = append(got, fmt.Sprint(livez, code)) }
+	s.SetNodeEligible(false)
+	for _, path := range []string{"/healthz", "/livez"} {
+		s.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
+	}
+	if want := []string{"false 503", "true 200"}; !slices.Equal(got, want) {
+		t.Errorf("counted %v, want %v", got, want)
 	}
 }

@@ -6,6 +6,7 @@ package metrics
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,9 @@ type Metrics struct {
 	NoLocalEndpoints           *prometheus.GaugeVec
 	ConntrackDeleted           *prometheus.CounterVec
 	ConflictingClaims          prometheus.Gauge
+	// HealthzTotal and LivezTotal count the answers of /healthz and
+	// /livez by HTTP status, as kube-proxy's do.
+	HealthzTotal, LivezTotal *prometheus.CounterVec
 }
 
 // byFamily is upstream's label of the IP family a series is of.
@@ -85,6 +89,11 @@ func New() *Metrics {
 		Name: "conntrack_reconciler_deleted_entries_total", Help: "Conntrack entries of stale UDP flows deleted"}, byFamily)
 	m.ConflictingClaims = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
 		Name: "sync_proxy_rules_conflicting_claims", Help: "Virtual servers a Service wants but another Service's stronger or older claim holds"})
+	m.HealthzTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
+		Name: "proxy_healthz_total", Help: "Cumulative proxy healthz HTTP status"}, []string{"code"})
+	m.LivezTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
+		Name: "proxy_livez_total", Help: "Cumulative proxy livez HTTP status"}, []string{"code"})
+	m.Registry.MustRegister(m.HealthzTotal, m.LivezTotal)
 	m.Registry.MustRegister(m.SyncDuration, m.FullSyncDuration, m.PartialSyncDuration, m.NetworkProgrammingDuration,
 		m.LastSyncTimestamp, m.LastQueuedTimestamp, m.ServiceChangesPending, m.EndpointChangesPending,
 		m.ServiceChangesTotal, m.EndpointChangesTotal, m.SyncFailuresTotal, m.IPTablesRestoreFailures, m.KernelOpsTotal, m.FailedObjects,
@@ -103,6 +112,15 @@ func (m *Metrics) InitFamily(fam string) {
 	m.LastQueuedTimestamp.WithLabelValues(fam)
 	m.IPTablesRestoreFailures.WithLabelValues(fam)
 	m.ConntrackDeleted.WithLabelValues(fam)
+}
+
+// CountHealth counts one answer of /livez (livez) or /healthz by status.
+func (m *Metrics) CountHealth(livez bool, code int) {
+	c := m.HealthzTotal
+	if livez {
+		c = m.LivezTotal
+	}
+	c.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
 // ObserveSync records one sync's duration for an IP family under the total

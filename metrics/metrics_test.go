@@ -1,12 +1,20 @@
 package metrics
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
-// TestUpstreamNamesAndLabels: the metrics kube-proxy v1.34 has carry its
-// names and labels (pkg/proxy/metrics), so that its dashboards and alerts
+// TestUpstreamNamesAndLabels: the metrics kube-proxy v1.37 has carry its
+// names and labels (pkg/proxy/metrics, and component-base's rest_client_*
+// families of client-go's requests), so that its dashboards and alerts
 // work unchanged.
 func TestUpstreamNamesAndLabels(t *testing.T) {
 	upstream := map[string][]string{
@@ -23,10 +31,32 @@ func TestUpstreamNamesAndLabels(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_endpoint_changes_pending":        nil,
 		"kubeproxy_sync_proxy_rules_service_changes_total":           nil,
 		"kubeproxy_sync_proxy_rules_endpoint_changes_total":          nil,
+		"kubeproxy_proxy_healthz_total":                              {"code"},
+		"kubeproxy_proxy_livez_total":                                {"code"},
+		"rest_client_requests_total":                                 {"code", "host", "method"},
+		"rest_client_request_duration_seconds":                       {"host", "verb"},
+		"rest_client_rate_limiter_duration_seconds":                  {"host", "verb"},
+		"rest_client_request_size_bytes":                             {"host", "verb"},
+		"rest_client_response_size_bytes":                            {"host", "verb"},
 	}
 	m := New()
 	m.InitFamily("IPv4")
 	m.NoLocalEndpoints.WithLabelValues("internal", "IPv4").Set(0)
+	m.CountHealth(false, 200)
+	m.CountHealth(true, 503)
+	// A real client-go request to a server here: its families appear as
+	// kube-proxy's do.
+	m.RegisterRESTClient()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
+	defer srv.Close()
+	rc, err := rest.RESTClientFor(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{
+		GroupVersion: &schema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Get().AbsPath("/version").Do(context.Background()).Error(); err != nil {
+		t.Fatal(err)
+	}
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
