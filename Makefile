@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e conformance matrix demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -115,16 +115,40 @@ node-e2e: e2e-bins k8s-bins vm-kernel image
 	  cp -a $(CACHE)/run/node-$$p/*.log $(CACHE)/node-e2e/$$p/ 2>/dev/null; \
 	  [ $$rc -eq 0 ] || { echo "node-e2e: $$p failed (logs in $(CACHE)/node-e2e/$$p)"; exit $$rc; }; done
 
-# Kubernetes' own [sig-network] Services e2e tests (e2e.test v$(K8S_VERSION))
-# against the real node, once per proxier; results in $(CACHE)/conformance/.
-# The whole set: 26 min for ours, 35 for upstream under emulation, a release
-# check; CI runs 18 conformance tests with ours (docs/testing.md).
+# Several nodes in one VM (e2e/multinode, framework.Bed): each a network and
+# mount namespace with its own containerd, kubelet and proxier pod, pods
+# routed between them; cross-node tests with clients outside every node.
+# Per proxier of NODE_PROXIERS, logs in $(CACHE)/multinode-e2e/<proxier>/.
+# A release check (docs/testing.md).
+# NODES: how many (3 unless set above 1; make conformance's default is 1).
+NODES ?= 1
+MULTINODE_COUNT = $(if $(filter-out 0 1,$(NODES)),$(NODES),3)
+MULTINODE_NAMES = $(shell seq -s, -f 'kip-node-%g' 1 $(MULTINODE_COUNT))
+multinode-e2e: e2e-bins k8s-bins vm-kernel image
+	hack/node.sh >/dev/null
+	$(GO) test -c -tags e2e -o $(BIN)/multinode-e2e.test ./e2e/multinode
+	@for p in $(NODE_PROXIERS); do echo "== multinode-e2e: $$p"; \
+	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p KIP_NODES=$(MULTINODE_COUNT) \
+	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION KIP_NODES" \
+	  $(BIN)/testcluster -controllers -kubelets $(MULTINODE_NAMES) -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/multinode-$$p -- \
+	    sh -c 'hack/vm.sh run -m 10240 -t 2400 -f $$KIP_APISERVER_PORT -p $$KIP_TUNNEL_PORT:8132 -- $(BIN)/multinode-e2e.test -test.v -test.timeout 35m $${E2E_RUN:+-test.run "$$E2E_RUN"}'; \
+	  rc=$$?; rm -rf $(CACHE)/multinode-e2e/$$p; mkdir -p $(CACHE)/multinode-e2e/$$p; cp -a .vm/artifacts/. $(CACHE)/multinode-e2e/$$p/ 2>/dev/null; \
+	  cp -a $(CACHE)/run/multinode-$$p/*.log $(CACHE)/multinode-e2e/$$p/ 2>/dev/null; \
+	  [ $$rc -eq 0 ] || { echo "multinode-e2e: $$p failed (logs in $(CACHE)/multinode-e2e/$$p)"; exit $$rc; }; done
+
+# Kubernetes' own e2e tests (e2e.test v$(K8S_VERSION)) once per proxier:
+# on the real node, the [sig-network] Services tests, results in
+# $(CACHE)/conformance/; with NODES=3, upstream's IPVS kind-job selection on
+# e2e/multinode's nodes, in $(CACHE)/conformance-3nodes/. Release checks
+# (times in docs/testing.md); CI runs 18 conformance tests with ours.
 CONFORMANCE_PROXIERS ?= ours upstream
+CONFORMANCE_DIR = $(CACHE)/conformance$(if $(filter-out 0 1,$(NODES)),-$(NODES)nodes)
 conformance: e2e-bins k8s-bins vm-kernel image
 	hack/node.sh >/dev/null
 	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
-	@rc=0; KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) hack/conformance.sh $(CONFORMANCE_PROXIERS) || rc=$$?; \
-	  $(GO) run ./hack/conformance-report $(CACHE)/conformance $(CONFORMANCE_PROXIERS) && exit $$rc
+	$(GO) test -c -tags e2e -o $(BIN)/multinode-e2e.test ./e2e/multinode
+	@rc=0; NODES=$(NODES) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) hack/conformance.sh $(CONFORMANCE_PROXIERS) || rc=$$?; \
+	  $(GO) run ./hack/conformance-report $(CONFORMANCE_DIR) $(CONFORMANCE_PROXIERS) && exit $$rc
 
 # A real apiserver, the proxier in the VM, a few sample Services and pods,
 # then the IPVS table and a request answered through a ClusterIP.

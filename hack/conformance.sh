@@ -1,19 +1,36 @@
 #!/usr/bin/env bash
-# conformance.sh PROXIER...: Kubernetes' own [sig-network] Services e2e tests
-# (e2e.test of k8s.io/kubernetes, built from Go modules) against the real
-# node of e2e/node, once per proxier (ours, upstream). The node, the proxier
-# and CoreDNS run in the VM; e2e.test and kubectl run on this machine, and
-# the apiserver reaches the node through e2e/tunnel. Results go to
-# $KIP_CACHE/conformance/<proxier>/ (junit_01.xml, e2e.log, vm.log).
+# conformance.sh PROXIER...: Kubernetes' own e2e tests (e2e.test of
+# k8s.io/kubernetes, built from Go modules) against real nodes, once per
+# proxier (ours, upstream). The nodes, the proxier and CoreDNS run in the
+# VM; e2e.test and kubectl run on this machine, and the apiserver reaches
+# the nodes through e2e/tunnel. Results go to $KIP_CACHE/conformance/<proxier>/
+# (junit_*.xml, e2e.log, vm.log), or conformance-<N>nodes/ with NODES=N.
 #
-#   CONFORMANCE_FOCUS  ginkgo focus (default: every Services test)
-#   CONFORMANCE_SKIP   ginkgo skip (default: Disruptive, Serial, Slow, Feature, Flaky)
+#   NODES              1 (default): the real node of e2e/node and the
+#                      [sig-network] Services tests; 2 or more: the nodes of
+#                      e2e/multinode and upstream's IPVS kind-job selection
+#                      (below), run by GINKGO_PROCS parallel workers
+#   CONFORMANCE_FOCUS  ginkgo focus (default: as NODES says)
+#   CONFORMANCE_SKIP   ginkgo skip (default: as NODES says)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${KIP_CACHE:?KIP_CACHE unset (run it through make conformance)}
-focus=${CONFORMANCE_FOCUS:-'\[sig-network\] Services '}
-skip=${CONFORMANCE_SKIP:-'\[Disruptive\]|\[Serial\]|\[Slow\]|\[Feature:|\[Flaky\]'}
-kbin=$(K8S_EXTRA_BINS="kubelet kube-controller-manager kube-scheduler e2e.test agnhost" hack/k8s-bins.sh)
+nodes=${NODES:-1}
+if [ "$nodes" -gt 1 ]; then
+  # ci-kubernetes-kind-network-ipvs: FOCUS \[sig-network\]|\[Conformance\]
+  # kept to [sig-network], its SKIP, and no [Feature:...] test (its label
+  # filter); plus the webhook conformance tests, in which the apiserver
+  # calls a webhook through its Service, which that job skips for IPVS.
+  focus=${CONFORMANCE_FOCUS:-'\[sig-network\]|\[sig-api-machinery\] (AdmissionWebhook|CustomResourceConversionWebhook) .*\[Conformance\]'}
+  skip=${CONFORMANCE_SKIP:-'Alpha|Beta|LoadBalancer|Disruptive|Flaky|Networking-IPv6|IPv6DualStack|LocalhostNodePorts|\[Serial\]|\[Feature:'}
+  extra="regression-issue-74839 ginkgo" suffix=-${nodes}nodes testbin=bin/multinode-e2e.test mem=10240
+  names=$(seq -s, -f 'kip-node-%g' 1 "$nodes")
+else
+  focus=${CONFORMANCE_FOCUS:-'\[sig-network\] Services '}
+  skip=${CONFORMANCE_SKIP:-'\[Disruptive\]|\[Serial\]|\[Slow\]|\[Feature:|\[Flaky\]'}
+  extra="" suffix="" testbin=bin/node-e2e.test mem=6144 names=""
+fi
+kbin=$(K8S_EXTRA_BINS="kubelet kube-controller-manager kube-scheduler e2e.test agnhost $extra" hack/k8s-bins.sh)
 dir=$cache/node
 
 # The image tags this release's e2e.test asks for (test/utils/image/manifest.go:
@@ -29,39 +46,51 @@ go run ./hack/image -static -packages "" -created 0 -tags "" -name registry.k8s.
 
 # The agnhost image, registry.k8s.io/e2e-test-images/agnhost:$agnver: the
 # binary on a root of Debian packages with what the tests exec in their
-# pods: sh, OpenBSD nc, curl, GNU wget, ss, and busybox for seq, dd,
-# nslookup and the small tools. (busybox-static's wget crashed in
-# hostNetwork pods, so wget is Debian's.) /bin is /usr/bin, as on a
-# merged-/usr Debian: the tests run /bin/sleep and /bin/false.
+# pods: sh, OpenBSD nc, curl, GNU wget, ss, dig and getent (the DNS tests'
+# musl querier is agnhost), and every other busybox applet (seq, dd, date,
+# tr, nslookup, ...), as upstream's Alpine-based image has them.
+# (busybox-static's wget crashed in hostNetwork pods, so wget is Debian's.)
+# /bin is /usr/bin, as on a merged-/usr Debian: the tests run /bin/sleep.
 agn=$dir/agnhost-root
-top="dash netcat-openbsd curl wget iproute2 busybox-static"
+top="dash netcat-openbsd curl wget iproute2 bind9-dnsutils libc-bin busybox-static"
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances --no-pre-depends $top 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
 hack/debs.sh "$dir/debs/agnhost" -x "$agn" $closure
 echo "$closure" >"$dir/agnhost-packages"
-applets="seq dd nslookup sleep false true cat tail grep head ls ps mkdir rm env hostname"
+programs="dash nc.openbsd curl wget ss dig getent busybox"
 links="/bin=usr/bin,/usr/bin/sh=dash,/usr/bin/nc=nc.openbsd"
-for a in $applets; do links="$links,/usr/bin/$a=busybox"; done
+for a in $("$agn/bin/busybox" --list); do
+  case " $programs sh nc " in *" $a "*) continue;; esac
+  links="$links,/usr/bin/$a=busybox"
+done
 go run ./hack/image -static -root "$agn" -packages "$dir/agnhost-packages" -created 0 -tags "" \
-  -programs dash,nc.openbsd,curl,wget,ss,busybox -links "$links" \
+  -programs "${programs// /,}" -links "$links" \
   -name registry.k8s.io/e2e-test-images/agnhost -version "$agnver" -bin "$kbin/agnhost" -entrypoint /agnhost \
   -o "$dir/images/agnhost.tar" >/dev/null
+[ "$nodes" -le 1 ] || hack/test-images.sh "$dir" "$manifest" "$kbin" >/dev/null
 
 for p in "$@"; do
-  out=$cache/conformance/$p
+  out=$cache/conformance$suffix/$p
   rm -rf "$out" .vm/conformance && mkdir -p "$out"
   echo "== conformance: $p (logs in $out)"
   KBIN=$kbin KIP_NODE_PROXIER=$p KIP_CONFORMANCE_DIR=$PWD/.vm/conformance OUT=$out FOCUS=$focus SKIP=$skip \
-  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION KIP_CONFORMANCE_DIR" \
-  bin/testcluster -controllers -bin "$kbin" -state "$cache/run/conformance-$p" -- sh -c '
-    hack/vm.sh run -m 6144 -t 10800 -f $KIP_APISERVER_PORT -p $KIP_TUNNEL_PORT:8132 -- bin/node-e2e.test >"$OUT/vm.log" 2>&1 &
+  KIP_NODES=$nodes TESTBIN=$testbin MEM=$mem PROCS=${GINKGO_PROCS:-3} \
+  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION KIP_CONFORMANCE_DIR KIP_NODES" \
+  bin/testcluster -controllers ${names:+-kubelets "$names"} -bin "$kbin" -state "$cache/run/conformance$suffix-$p" -- sh -c '
+    hack/vm.sh run -m $MEM -t 10800 -f $KIP_APISERVER_PORT -p $KIP_TUNNEL_PORT:8132 -- $TESTBIN >"$OUT/vm.log" 2>&1 &
     vm=$!
     trap "kill $vm 2>/dev/null" EXIT
     until [ -f .vm/conformance/ready ]; do kill -0 $vm 2>/dev/null || { echo "the node did not come up (see $OUT/vm.log)"; exit 1; }; sleep 2; done
     rc=0
-    PATH=$KBIN:$PATH "$KBIN/e2e.test" --kubeconfig="$KIP_STATE/admin-host.kubeconfig" --provider=local \
-      --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.timeout=3h --ginkgo.no-color --ginkgo.v \
-      --report-dir="$OUT" >"$OUT/e2e.log" 2>&1 || rc=$?
+    if [ "$KIP_NODES" -gt 1 ]; then
+      PATH=$KBIN:$PATH "$KBIN/ginkgo" --procs="$PROCS" --focus="$FOCUS" --skip="$SKIP" --timeout=3h --no-color -v \
+        "$KBIN/e2e.test" -- --kubeconfig="$KIP_STATE/admin-host.kubeconfig" --provider=local \
+        --report-dir="$OUT" >"$OUT/e2e.log" 2>&1 || rc=$?
+    else
+      PATH=$KBIN:$PATH "$KBIN/e2e.test" --kubeconfig="$KIP_STATE/admin-host.kubeconfig" --provider=local \
+        --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.timeout=3h --ginkgo.no-color --ginkgo.v \
+        --report-dir="$OUT" >"$OUT/e2e.log" 2>&1 || rc=$?
+    fi
     mkdir -p .vm/conformance && touch .vm/conformance/done; wait $vm || true
     grep -E "^(Ran|FAIL|SUCCESS)" "$OUT/e2e.log" | tail -3
     exit $rc' || { echo "conformance: $p had failures (see $out)"; failed=1; }

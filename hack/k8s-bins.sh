@@ -3,8 +3,8 @@
 # from Go modules (no prebuilt downloads are possible here) into a cache
 # directory keyed by version, and print that directory. K8S_EXTRA_BINS names
 # more commands of k8s.io/kubernetes/cmd (the real node's kubelet,
-# kube-controller-manager and kube-scheduler; e2e.test and agnhost, for
-# make conformance).
+# kube-controller-manager and kube-scheduler; e2e.test, agnhost and
+# regression-issue-74839, test programs of make conformance, and ginkgo).
 #
 # The binaries build in a throwaway module that requires k8s.io/kubernetes
 # (hack/k8s-module.sh).
@@ -41,7 +41,9 @@ for b in $need; do
     cd "$w/k8s"
     # e2e.test is test/e2e's test binary, agnhost the e2e tests' server.
     pkg=k8s.io/kubernetes/cmd/$b
-    case $b in e2e.test) pkg=k8s.io/kubernetes/test/e2e;; agnhost) pkg=k8s.io/kubernetes/test/images/agnhost;; esac
+    # ginkgo, the runner of e2e.test's parallel workers, at the release's version.
+    case $b in e2e.test) pkg=k8s.io/kubernetes/test/e2e;; agnhost|regression-issue-74839) pkg=k8s.io/kubernetes/test/images/$b;;
+      ginkgo) pkg=github.com/onsi/ginkgo/v2/ginkgo;; esac
     printf '//go:build tools\npackage tools\nimport _ "%s"\n' "$pkg" >tools.go
     go mod tidy >/dev/null 2>&1 || go get "$pkg@v$ver" >/dev/null
     if [ "$b" = e2e.test ]; then

@@ -215,10 +215,12 @@ func setupDisk() (string, error) {
 // leaving the pod subnet is masqueraded (ipMasq), as most CNI set-ups do:
 // the apiserver the kubernetes Service leads to (through QEMU's user
 // network) has no route back to pods. The nodes of a Bed masquerade
-// only what leaves the whole pod network, as kind's kindnet does.
+// only what leaves the whole pod network, as kind's kindnet does. The
+// portmap plugin gives pods their hostPorts, as kindnet's chain does.
 const cniConfig = `{"cniVersion": "0.4.0", "name": "kip", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": %t, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
 `
 
 // containerdConfig: the CRI plugin with the pause image hack/node.sh

@@ -71,7 +71,7 @@ func run(m *testing.M) (int, error) {
 	if _, err := env.Kubectl("apply", "-f", "e2e/node/testdata/coredns.yaml", "-f", "e2e/multinode/testdata/workload.yaml"); err != nil {
 		return 2, err
 	}
-	for _, w := range []struct{ ns, what string }{{"kube-system", "deployment/coredns"}, {"multinode", "deployment/echo"}} {
+	for _, w := range []struct{ ns, what string }{{"kube-system", "deployment/coredns"}, {"multinode", "deployment/echo"}, {"multinode", "deployment/spread"}} {
 		if err := env.WaitRollout(w.ns, w.what, 3*time.Minute); err != nil {
 			return 2, err
 		}

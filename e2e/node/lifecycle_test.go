@@ -5,7 +5,6 @@ package node
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,115 +13,22 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 )
 
-// loop sends a request every interval until stopped, and keeps the time
-// of every failure: a client looping through a Service while the cluster
-// changes.
-type loop struct {
-	name string
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
-
-	mu       sync.Mutex
-	sent     int
-	failures []failure
-}
-
-type failure struct {
-	at  time.Time
-	err error
-}
-
-func startLoop(name string, send func() (string, error)) *loop {
-	l := &loop{name: name, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-l.stop:
-				return
-			case <-tick.C:
-			}
-			_, err := send()
-			l.mu.Lock()
-			l.sent++
-			if err != nil {
-				l.failures = append(l.failures, failure{time.Now(), err})
-			}
-			l.mu.Unlock()
-		}
-	}()
-	return l
-}
-
-// end stops the loop (again is a no-op) and returns how many requests it
-// sent and the failures.
-func (l *loop) end() (int, []failure) {
-	l.once.Do(func() { close(l.stop) })
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sent, l.failures
-}
-
-// between counts the failures in [from, to).
-func between(fs []failure, from, to time.Time) int {
-	n := 0
-	for _, f := range fs {
-		if !f.at.Before(from) && f.at.Before(to) {
-			n++
-		}
-	}
-	return n
-}
-
-// spans says, for failures, how long after from the first and last came
-// and what the first was.
-func spans(fs []failure, from time.Time) string {
-	if len(fs) == 0 {
-		return "none"
-	}
-	return fmt.Sprintf("%s to %s after the scale-down, first: %v", fs[0].at.Sub(from).Round(100*time.Millisecond),
-		fs[len(fs)-1].at.Sub(from).Round(100*time.Millisecond), fs[0].err)
-}
-
-// requireNoFailures fails the test if a loop saw any failure, quoting the first.
-func requireNoFailures(t *testing.T, loops ...*loop) {
-	t.Helper()
-	for _, l := range loops {
-		sent, fails := l.end()
-		t.Logf("%s: %d requests, %d failed", l.name, sent, len(fails))
-		if len(fails) > 0 {
-			t.Errorf("%s: %d of %d requests failed; first at %s: %v", l.name, len(fails), sent,
-				fails[0].at.Format("15:04:05.000"), fails[0].err)
-		}
-	}
-}
-
 // requireNoFailuresAcrossRestart is requireNoFailures for a restart of the
 // proxier: ours is held to none. kube-proxy is not: restarted over its own
 // state it loses the odd request (e2e/switch_test.go measured 1–4 in about
 // 8,500; docs/migration.md), so its failures are logged.
-func requireNoFailuresAcrossRestart(t *testing.T, loops ...*loop) {
+func requireNoFailuresAcrossRestart(t *testing.T, loops ...*framework.Loop) {
 	t.Helper()
 	if deployed.Name == "kube-ipvs-proxy" {
-		requireNoFailures(t, loops...)
+		framework.RequireNoFailures(t, loops...)
 		return
 	}
-	for _, l := range loops {
-		sent, fails := l.end()
-		t.Logf("%s: %d requests, %d failed across kube-proxy's restart (logged, not required)", l.name, sent, len(fails))
-		if len(fails) > 0 {
-			t.Logf("%s: first at %s: %v", l.name, fails[0].at.Format("15:04:05.000"), fails[0].err)
-		}
-	}
+	framework.LogFailures(t, "across kube-proxy's restart", loops...)
 }
 
 // serviceLoops are a pod looping through the ClusterIP and a client outside
 // the node looping through the NodePort.
-func serviceLoops(t *testing.T) []*loop {
+func serviceLoops(t *testing.T) []*framework.Loop {
 	t.Helper()
 	client := clientPod(t)
 	outside, err := framework.StartPod(env, "outside-loop", outsideIP, false)
@@ -134,12 +40,12 @@ func serviceLoops(t *testing.T) []*loop {
 	ip, np := clusterIP(t, "echo"), nodePort(t, "echo-nodeport")
 	waitAnswer(t, func() (string, error) { return client.HTTP(ip, timeout) })
 	waitAnswer(t, func() (string, error) { return outside.HTTP(np, timeout) })
-	loops := []*loop{
-		startLoop("pod to ClusterIP "+ip.String(), func() (string, error) { return client.HTTP(ip, timeout) }),
-		startLoop("outside to NodePort "+np.String(), func() (string, error) { return outside.HTTP(np, timeout) }),
+	loops := []*framework.Loop{
+		framework.StartLoop("pod to ClusterIP "+ip.String(), 50*time.Millisecond, func() (string, error) { return client.HTTP(ip, timeout) }),
+		framework.StartLoop("outside to NodePort "+np.String(), 50*time.Millisecond, func() (string, error) { return outside.HTTP(np, timeout) }),
 	}
 	for _, l := range loops {
-		t.Cleanup(func() { l.end() }) // a test that fails early leaves none running
+		t.Cleanup(func() { l.End() }) // a test that fails early leaves none running
 	}
 	return loops
 }
@@ -247,21 +153,21 @@ func TestLifecycle(t *testing.T) {
 		ready := time.Now()
 		time.Sleep(15 * time.Second)
 		for _, l := range loops {
-			sent, fails := l.end()
+			sent, fails := l.End()
 			// After the rollout, the Service answers once the proxier has
 			// programmed the new endpoints; the last failure says when.
 			again := time.Duration(0)
-			if n := len(fails); n > 0 && fails[n-1].at.After(ready) {
-				again = fails[n-1].at.Sub(ready)
+			if n := len(fails); n > 0 && fails[n-1].At.After(ready) {
+				again = fails[n-1].At.Sub(ready)
 			}
 			t.Logf("%s: %d requests; failed: %d while the pods terminated (%s), %d with no pod or none Ready (%s), "+
 				"%d after the Deployment was Ready, the last %s after",
-				l.name, sent, between(fails, down, gone), gone.Sub(down).Round(100*time.Millisecond),
-				between(fails, gone, ready), ready.Sub(gone).Round(100*time.Millisecond),
-				between(fails, ready, time.Now()), again.Round(100*time.Millisecond))
-			t.Logf("%s: failures %s", l.name, spans(fails, down))
+				l.Name, sent, framework.Between(fails, down, gone), gone.Sub(down).Round(100*time.Millisecond),
+				framework.Between(fails, gone, ready), ready.Sub(gone).Round(100*time.Millisecond),
+				framework.Between(fails, ready, time.Now()), again.Round(100*time.Millisecond))
+			t.Logf("%s: failures %s", l.Name, framework.Spans(fails, down))
 			if again > 10*time.Second {
-				t.Errorf("%s: requests still failed %s after the Deployment was Ready again", l.name, again.Round(100*time.Millisecond))
+				t.Errorf("%s: requests still failed %s after the Deployment was Ready again", l.Name, again.Round(100*time.Millisecond))
 			}
 		}
 	})
