@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -54,6 +54,19 @@ lint: $(STATICCHECK)
 	$(GO) vet -tags e2e ./e2e/...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./e2e/...
+
+# promtool, pinned, checks the alerts of deploy/monitoring (the
+# PrometheusRule's spec is a rules file, indented). A release check, not
+# make test's: its first build takes 10 to 25 minutes here. (make unit
+# checks that every query names a metric we serve.)
+PROMTOOL_VERSION ?= v0.316.0
+PROMTOOL = $(CACHE)/tools/promtool-$(PROMTOOL_VERSION)/promtool
+$(PROMTOOL):
+	mkdir -p $(dir $@) && GOBIN=$(dir $@) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
+check-monitoring: $(PROMTOOL)
+	@mkdir -p $(CACHE)/tools && sed -n '/^spec:/,$$p' deploy/monitoring/prometheusrule.yaml | sed '1d; s/^  //' >$(CACHE)/tools/rules.yaml
+	$(PROMTOOL) check rules $(CACHE)/tools/rules.yaml
 
 # Every fuzz target, as package:target. Go fuzzes one target per run.
 FUZZ_TARGETS := ./desired:FuzzDesiredState ./proxier:FuzzChangeTracker ./desired:FuzzAPIAddr \
