@@ -199,7 +199,18 @@ func (p *Pod) dial(network string, to netip.AddrPort, timeout time.Duration) (c 
 // loops measure a switch, not that.
 var tcpPorts atomic.Uint32
 
-func nextTCPPort() int { return 10000 + int(tcpPorts.Add(1)%50000) }
+// A client on a node (BedNode.Client) shares the node's ports: the range
+// skips the node agents' (kubelet's 10248 and 10250, the proxiers' 10249 and
+// 10256, ...) and the NodePorts.
+func nextTCPPort() int {
+	for {
+		p := 10000 + int(tcpPorts.Add(1)%50000)
+		if p >= 10240 && p < 10270 || p >= 30000 && p < 32768 {
+			continue
+		}
+		return p
+	}
+}
 
 // in runs fn on a thread inside the pod's namespace: the sockets fn
 // creates live there.
