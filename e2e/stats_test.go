@@ -70,8 +70,9 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 	if _, err := answers(client.HTTP, vip, requests); err != nil {
 		t.Fatal(err)
 	}
-	// The kernel sums its per-CPU counters every 2 seconds.
-	eventually(t, "connections counted", 10*time.Second, func() error {
+	// The kernel sums its per-CPU counters every 2 seconds, and a read is
+	// served again for up to 5 s.
+	eventually(t, "connections counted", 20*time.Second, func() error {
 		_, m := get(t, "http://127.0.0.1:10249/metrics/ipvs")
 		vs := series(m, "kubeproxy_ipvs_virtual_server_connections_total", service, `virtual_server="10.96.62.10:80"`, `protocol="TCP"`)
 		if sum(vs) != requests || len(vs) != 1 {
