@@ -137,3 +137,27 @@ func ServeConformance(dir string) error {
 		time.Sleep(2 * time.Second)
 	}
 }
+
+// Main runs a package of the proxier deployed as a DaemonSet: it loads the
+// environment and the proxier under test (KIP_NODE_PROXIER), calls run,
+// and exits with its code, 2 when run fails before its tests.
+func Main(name string, run func(*Env, Proxier) (int, error)) {
+	code, err := func() (int, error) {
+		e, err := Load()
+		if err != nil {
+			return 2, err
+		}
+		p, err := ProxierFromEnv()
+		if err != nil {
+			return 2, err
+		}
+		return run(e, p)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		if code == 0 {
+			code = 2
+		}
+	}
+	os.Exit(code)
+}

@@ -28,24 +28,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multinode-e2e:", err)
-		if code == 0 {
-			code = 2
-		}
-	}
-	os.Exit(code)
+	framework.Main("multinode-e2e", func(e *framework.Env, p framework.Proxier) (int, error) {
+		env, deployed = e, p
+		return run(m)
+	})
 }
 
 func run(m *testing.M) (int, error) {
 	var err error
-	if env, err = framework.Load(); err != nil {
-		return 2, err
-	}
-	if deployed, err = framework.ProxierFromEnv(); err != nil {
-		return 2, err
-	}
 	count := 3
 	if s := os.Getenv("KIP_NODES"); s != "" {
 		if count, err = strconv.Atoi(s); err != nil || count < 2 || count > 8 {
