@@ -119,10 +119,9 @@ func StartBed(e *Env, count int, images ...string) (*Bed, error) {
 		return nil, err
 	}
 	for _, n := range b.Nodes {
-		n.kubelet, err = Start(e, n.Name+"-kubelet", "nsenter", "-t", strconv.Itoa(n.holder.cmd.Process.Pid), "-m", "-u", "-n", "--",
-			k8sBin("kubelet"), "--config="+n.etc("kubelet.yaml"), "--kubeconfig="+e.Kubeconfig("kubelet-"+n.Name),
+		n.kubelet, err = start(e, n.Name+"-kubelet", n.Command(k8sBin("kubelet"), "--config="+n.etc("kubelet.yaml"), "--kubeconfig="+e.Kubeconfig("kubelet-"+n.Name),
 			"--node-ip="+n.IP.String(), "--hostname-override="+n.Name,
-			"--node-labels=topology.kubernetes.io/zone="+n.Zone, "-v=2")
+			"--node-labels=topology.kubernetes.io/zone="+n.Zone, "-v=2"))
 		if err != nil {
 			b.Stop()
 			return nil, err
@@ -251,8 +250,8 @@ func (b *Bed) setupNode(e *Env, n *BedNode, disk, root string) error {
 	}); err != nil {
 		return err
 	}
-	if n.containerd, err = Start(e, n.Name+"-containerd", "nsenter", "-t", strconv.Itoa(n.holder.cmd.Process.Pid), "-m", "-u", "-n", "--",
-		filepath.Join(root, "usr/bin/containerd"), "--config", n.etc("containerd.toml")); err != nil {
+	if n.containerd, err = start(e, n.Name+"-containerd",
+		n.Command(filepath.Join(root, "usr/bin/containerd"), "--config", n.etc("containerd.toml"))); err != nil {
 		return err
 	}
 	return Eventually(30*time.Second, 200*time.Millisecond, func() error {
