@@ -250,7 +250,7 @@ set KUBE-LOAD-BALANCER-LOCAL 198.51.100.9,tcp:80
 set KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.9,tcp:80,192.168.0.0/16
 set KUBE-LOOP-BACK 10.244.0.1,tcp:8080,10.244.0.1
 node blocked from 198.51.100.9,tcp:80
-health check on 30271: 1 local endpoint`,
+health check on 30271: 1 local endpoint (IPv4)`,
 		},
 		{
 			name:    "zone hints for every ready endpoint, some for this node's zone: those alone",

@@ -125,3 +125,37 @@ func TestIPv6SetNames(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthCheckCountsEachFamily: a dual-stack LoadBalancer with
+// externalTrafficPolicy Local serves its health check in both families,
+// each with the count of its own family's ready local endpoints.
+func TestHealthCheckCountsEachFamily(t *testing.T) {
+	cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: true}
+	tcp := v1.ProtocolTCP
+	ports := []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)}
+	slices := []*discovery.EndpointSlice{
+		testobj.Slice("s-v4", ports, testobj.EP{IP: "10.244.0.5", Node: "me"}, testobj.EP{IP: "10.244.0.7", Node: "me"}),
+		slice6("s-v6", ports, testobj.EP{IP: "fd00:244::5", Node: "me"}, testobj.EP{IP: "fd00:244::6", Node: "other"}),
+	}
+	lb := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: tcp, Port: 80, NodePort: 30080})
+	lb.Spec.Type, lb.Spec.ExternalTrafficPolicy = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal
+	lb.Spec.HealthCheckNodePort = 30271
+	for name, c := range map[string]struct {
+		clusterIPs []string
+		in         [2]bool
+		ready      [2]int
+	}{
+		"dual-stack": {[]string{"10.96.0.10", "fd00:96::10"}, [2]bool{true, true}, [2]int{2, 1}},
+		"IPv6 only":  {[]string{"fd00:96::10"}, [2]bool{IPv6: true}, [2]int{IPv6: 1}},
+	} {
+		lb.Spec.ClusterIP, lb.Spec.ClusterIPs = c.clusterIPs[0], c.clusterIPs
+		st, problems := Compute(lb, slices, cfg, Node{})
+		if len(problems) != 0 {
+			t.Errorf("%s: problems %q", name, problems)
+		}
+		if st.HealthCheckPort != 30271 || st.HealthCheckIn != c.in || st.LocalReady != c.ready {
+			t.Errorf("%s: health check on %d in %v with %v local endpoints; want 30271 in %v with %v",
+				name, st.HealthCheckPort, st.HealthCheckIn, st.LocalReady, c.in, c.ready)
+		}
+	}
+}

@@ -31,10 +31,12 @@ type State struct {
 	// leave out the node's own address: the node may not reach them.
 	NodeBlocked []objects.Entry
 	// HealthCheckPort, for a LoadBalancer with externalTrafficPolicy
-	// Local, serves the count of its ready endpoints on this node,
-	// localReady.
+	// Local, serves in each family of the Service (HealthCheckIn) the
+	// count of its ready endpoints of that family on this node
+	// (LocalReady), as upstream's proxier of each family serves it.
 	HealthCheckPort uint16
-	LocalReady      int
+	HealthCheckIn   [len(Families)]bool
+	LocalReady      [len(Families)]int
 }
 
 // String prints the state in a stable, readable form: virtual servers
@@ -72,7 +74,11 @@ func (st State) String() string {
 		entries = append(entries, "node blocked from "+e.String())
 	}
 	if st.HealthCheckPort != 0 {
-		entries = append(entries, fmt.Sprintf("health check on %d: %d local endpoint", st.HealthCheckPort, st.LocalReady))
+		for _, f := range Families {
+			if st.HealthCheckIn[f] {
+				entries = append(entries, fmt.Sprintf("health check on %d: %d local endpoint (%s)", st.HealthCheckPort, st.LocalReady[f], f))
+			}
+		}
 	}
 	return strings.Join(append(lines, entries...), "\n")
 }
@@ -181,10 +187,9 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 			problems = append(problems, fmt.Sprintf("healthCheckNodePort %d is not a port; no health check served", hc))
 		} else {
 			st.HealthCheckPort = uint16(hc)
-			// The Service's first family counts its pods, as one family's
-			// endpoints are each pod once.
-			st.LocalReady = localReady(svc, slices, cfg.NodeName, fams[0].fam)
 			for _, f := range fams {
+				st.HealthCheckIn[f.fam] = true
+				st.LocalReady[f.fam] = localReady(svc, slices, cfg.NodeName, f.fam)
 				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetHealthCheckNodePort), objects.Entry{Port: st.HealthCheckPort}})
 			}
 		}

@@ -242,6 +242,10 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("upstream kube-proxy synced in %s", time.Since(start).Round(time.Millisecond))
+	wantListeners, err := framework.NodePortListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := up.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +260,10 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gotListeners, err := framework.NodePortListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Both states are kept with the logs, to read when they differ.
 	for name, st := range map[string]framework.State{"upstream": want, "ours": got} {
 		text := strings.Join([]string{st.IPVS, st.IPSets, st.Addresses, st.IPTables, st.IP6Tables}, "\n")
@@ -265,12 +273,16 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		!strings.Contains(want.IPVS, "[fd00:10:96::1031]:80") || !strings.Contains(want.IPVS, "["+oracleNode6+"]:30096") {
 		t.Fatalf("upstream did not program the test services; its state:\n%s", want.IPVS)
 	}
+	if !strings.Contains(wantListeners, ":30295") || !strings.Contains(wantListeners, ":30297") {
+		t.Fatalf("upstream serves no health check of the test services; its listeners:\n%s", wantListeners)
+	}
 	for _, c := range []struct{ what, want, got string }{
 		{"ipvsadm -Sn", want.IPVS, got.IPVS},
 		{"ipset save", want.IPSets, got.IPSets},
 		{"kube-ipvs0 addresses", want.Addresses, got.Addresses},
 		{"iptables-save", want.IPTables, got.IPTables},
 		{"ip6tables-save", want.IP6Tables, got.IP6Tables},
+		{"health-check node port listeners", wantListeners, gotListeners},
 	} {
 		if c.want != c.got {
 			t.Errorf("%s differs from upstream kube-proxy's\n%s", c.what, lineDiff(c.want, c.got))

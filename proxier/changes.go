@@ -61,7 +61,7 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 			setMember(p.noLocal.external[f], in.name, st.NoLocalExternal[f])
 		}
 		if st.HealthCheckPort != 0 {
-			hc := svchealth.Service{Port: st.HealthCheckPort, LocalEndpoints: st.LocalReady}
+			hc := svchealth.Service{Port: st.HealthCheckPort, In: st.HealthCheckIn, LocalEndpoints: st.LocalReady}
 			p.checks.dirty = p.checks.dirty || p.checks.want[in.name] != hc
 			p.checks.want[in.name] = hc
 		} else if _, ok := p.checks.want[in.name]; ok {

@@ -21,10 +21,15 @@ import (
 // A port that cannot be opened is reported once, with an Event, and tried
 // again at every sync.
 func (p *Proxier) syncHealthChecks() {
-	if !p.checks.dirty || p.cfg.ServeNoHealthChecks {
+	if p.cfg.ServeNoHealthChecks {
 		return
 	}
-	failed := p.checks.server.Sync(p.checks.want)
+	on := p.healthCheckListen()
+	if !p.checks.dirty && on[desired.IPv4].Equal(p.checks.on[desired.IPv4]) && on[desired.IPv6].Equal(p.checks.on[desired.IPv6]) {
+		return
+	}
+	p.checks.on = on
+	failed := p.checks.server.Sync(p.checks.want, on)
 	p.checks.dirty = len(failed) > 0
 	for name, err := range failed {
 		if p.checks.failed[name] {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/svchealth"
 )
 
 // nodeIPs tracks what desired.Compute needs of this node: its addresses, read
@@ -85,6 +86,20 @@ func (n *nodeIPs) takeChanged() bool {
 // a loopback one counts as none), and every address of a family the list
 // says nothing of.
 func (c *Config) nodePortFilter(all []netip.Addr, primary [len(desired.Families)]netip.Addr) []netip.Addr {
+	within := c.nodePortCIDRs(primary)
+	var out []netip.Addr
+	for _, a := range all {
+		cidrs := within[desired.FamilyOf(a)]
+		if len(cidrs) == 0 || slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// nodePortCIDRs are --nodeport-addresses' CIDRs by family, 'primary' made
+// the primary address's own; none for a family means every address.
+func (c *Config) nodePortCIDRs(primary [len(desired.Families)]netip.Addr) [len(desired.Families)][]netip.Prefix {
 	var within [len(desired.Families)][]netip.Prefix
 	for _, p := range c.NodePortAddresses {
 		f := desired.FamilyOf(p.Addr())
@@ -97,14 +112,30 @@ func (c *Config) nodePortFilter(all []netip.Addr, primary [len(desired.Families)
 			}
 		}
 	}
-	var out []netip.Addr
-	for _, a := range all {
-		cidrs := within[desired.FamilyOf(a)]
-		if len(cidrs) == 0 || slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }) {
-			out = append(out, a)
+	return within
+}
+
+// healthCheckListen says where the LoadBalancers' health checks listen in
+// each family, as upstream binds them: on the family's wildcard address
+// when --nodeport-addresses keeps every address of it, else on each node
+// address it keeps (which, unlike upstream's list read once at start-up,
+// follows the node's addresses).
+func (p *Proxier) healthCheckListen() [len(desired.Families)]svchealth.Listen {
+	var on [len(desired.Families)]svchealth.Listen
+	node := p.nodeIPs.current
+	within := p.cfg.nodePortCIDRs(node.Primary)
+	for _, f := range p.families() {
+		if len(within[f]) == 0 || slices.ContainsFunc(within[f], func(p netip.Prefix) bool { return p.Bits() == 0 }) {
+			on[f].All = true
+			continue
+		}
+		for _, a := range node.NodePort {
+			if f.Holds(a) {
+				on[f].Addrs = append(on[f].Addrs, a)
+			}
 		}
 	}
-	return out
+	return on
 }
 
 // primaryIP is the Node's primary address of a family, as kubelet reports

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -240,5 +241,45 @@ func TestNodeFactsReadLegacyAddresses(t *testing.T) {
 	}
 	if got := f.podCIDR[desired.IPv4]; got != netip.MustParsePrefix("10.244.1.0/24") {
 		t.Errorf("pod CIDR %v", got)
+	}
+}
+
+// TestHealthCheckListen: health checks listen per family on the wildcard
+// address when --nodeport-addresses keeps every address of the family, else
+// on the node addresses it keeps, as upstream binds them; IPv6 only on a
+// node that has it.
+func TestHealthCheckListen(t *testing.T) {
+	a4, b4, a6 := netip.MustParseAddr("10.0.2.15"), netip.MustParseAddr("192.168.7.1"), netip.MustParseAddr("fd00:2::15")
+	all := []netip.Addr{a4, b4, a6}
+	for name, c := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"unset":     {Config{}, "IPv4 all, IPv6 all"},
+		"no IPv6":   {Config{Desired: desired.Config{}}, "IPv4 all"},
+		"a CIDR":    {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "IPv4 [10.0.2.15], IPv6 all"},
+		"all":       {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("fd00::/8")}}, "IPv4 all, IPv6 [fd00:2::15]"},
+		"primary":   {Config{NodePortPrimary: true}, "IPv4 [192.168.7.1], IPv6 all"},
+		"localhost": {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}, "IPv4 [], IPv6 []"},
+		"IPv6 CIDR": {Config{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("fd00:9::/64")}}, "IPv4 all, IPv6 []"},
+	} {
+		if name != "no IPv6" {
+			c.cfg.Desired.IPv6Capable = true
+		}
+		p := &Proxier{cfg: c.cfg}
+		primary := [2]netip.Addr{b4}
+		p.nodeIPs.current = desired.Node{All: all, NodePort: c.cfg.nodePortFilter(all, primary), Primary: primary}
+		var got []string
+		for _, f := range p.families() {
+			on := p.healthCheckListen()[f]
+			if on.All {
+				got = append(got, f.String()+" all")
+			} else {
+				got = append(got, fmt.Sprintf("%s %v", f, on.Addrs))
+			}
+		}
+		if strings.Join(got, ", ") != c.want {
+			t.Errorf("%s: %s, want %s", name, strings.Join(got, ", "), c.want)
+		}
 	}
 }

@@ -71,11 +71,12 @@ type blockedVIPs struct {
 	dirty     bool
 }
 
-// healthChecks are the LoadBalancer health checks to serve (want) and the
-// server serving them; dirty says they changed, or a port could not be
-// opened (failed), since the server last took them.
+// healthChecks are the LoadBalancer health checks to serve (want), where
+// (on), and the server serving them; dirty says they changed, or a port
+// could not be opened (failed), since the server last took them.
 type healthChecks struct {
 	want   map[types.NamespacedName]svchealth.Service
+	on     [len(desired.Families)]svchealth.Listen
 	dirty  bool
 	failed map[types.NamespacedName]bool
 	server *svchealth.Server

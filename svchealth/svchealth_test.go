@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,7 +12,18 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
+
+// loopback4 serves IPv4 health checks on 127.0.0.1 alone, so that tests
+// take no port on the machine's other addresses.
+var loopback4 = [2]Listen{desired.IPv4: {Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
+
+// v4 is an IPv4 Service's health check with n local endpoints.
+func v4(port uint16, n int) Service {
+	return Service{Port: port, In: [2]bool{desired.IPv4: true}, LocalEndpoints: [2]int{desired.IPv4: n}}
+}
 
 // freePort returns a loopback port nothing listens on.
 func freePort(t *testing.T) uint16 {
@@ -26,8 +38,13 @@ func freePort(t *testing.T) uint16 {
 
 func get(t *testing.T, port uint16) (int, string, http.Header, error) {
 	t.Helper()
+	return getFrom(t, "127.0.0.1", port)
+}
+
+func getFrom(t *testing.T, host string, port uint16) (int, string, http.Header, error) {
+	t.Helper()
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://127.0.0.1:" + strconv.Itoa(int(port)) + "/healthz")
+	resp, err := c.Get("http://" + net.JoinHostPort(host, strconv.Itoa(int(port))) + "/healthz")
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -40,14 +57,11 @@ func TestServer(t *testing.T) {
 	var healthy atomic.Bool
 	healthy.Store(true)
 	s := New(healthy.Load)
-	s.listen = func(port uint16) (net.Listener, error) {
-		return net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(int(port)))
-	}
 	defer s.Close()
 	web := types.NamespacedName{Namespace: "ns", Name: "web"}
 	p1 := freePort(t)
 
-	if failed := s.Sync(map[types.NamespacedName]Service{web: {Port: p1, LocalEndpoints: 2}}); len(failed) != 0 {
+	if failed := s.Sync(map[types.NamespacedName]Service{web: v4(p1, 2)}, loopback4); len(failed) != 0 {
 		t.Fatal(failed)
 	}
 	code, body, h, err := get(t, p1)
@@ -56,11 +70,11 @@ func TestServer(t *testing.T) {
 		t.Fatalf("with local endpoints: %d %q %v %v", code, body, h, err)
 	}
 
-	s.Sync(map[types.NamespacedName]Service{web: {Port: p1}})
+	s.Sync(map[types.NamespacedName]Service{web: v4(p1, 0)}, loopback4)
 	if code, body, _, err := get(t, p1); err != nil || code != 503 || !strings.Contains(body, `"localEndpoints": 0`) {
 		t.Fatalf("without local endpoints: %d %q %v", code, body, err)
 	}
-	s.Sync(map[types.NamespacedName]Service{web: {Port: p1, LocalEndpoints: 1}})
+	s.Sync(map[types.NamespacedName]Service{web: v4(p1, 1)}, loopback4)
 	healthy.Store(false)
 	if code, body, _, err := get(t, p1); err != nil || code != 503 || !strings.Contains(body, `"serviceProxyHealthy": false`) {
 		t.Fatalf("proxier unhealthy: %d %q %v", code, body, err)
@@ -75,15 +89,15 @@ func TestServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[types.NamespacedName]Service{web: {Port: p1, LocalEndpoints: 1}, other: {Port: p2, LocalEndpoints: 1}}
-	if failed := s.Sync(want); len(failed) != 1 || failed[other] == nil {
+	want := map[types.NamespacedName]Service{web: v4(p1, 1), other: v4(p2, 1)}
+	if failed := s.Sync(want, loopback4); len(failed) != 1 || failed[other] == nil {
 		t.Fatalf("failed %v, want the other Service's port alone", failed)
 	}
 	if code, _, _, err := get(t, p1); err != nil || code != 200 {
 		t.Fatalf("web's check stopped for the other's failure: %d %v", code, err)
 	}
 	squatter.Close()
-	if failed := s.Sync(want); len(failed) != 0 {
+	if failed := s.Sync(want, loopback4); len(failed) != 0 {
 		t.Fatal(failed)
 	}
 	if code, _, _, err := get(t, p2); err != nil || code != 200 {
@@ -91,8 +105,54 @@ func TestServer(t *testing.T) {
 	}
 
 	// Gone from the Services: the port is closed.
-	s.Sync(map[types.NamespacedName]Service{other: {Port: p2, LocalEndpoints: 1}})
+	s.Sync(map[types.NamespacedName]Service{other: v4(p2, 1)}, loopback4)
 	if _, _, _, err := get(t, p1); err == nil {
 		t.Fatal("a removed health check still answers")
+	}
+}
+
+// TestServesEachFamilyWithItsOwnCount: a dual-stack Service's check
+// answers over IPv4 with its IPv4 endpoints and over IPv6 with its IPv6
+// ones, as upstream's proxier of each family does; an IPv4-only Service is
+// not served over IPv6; and moved listen addresses are followed.
+func TestServesEachFamilyWithItsOwnCount(t *testing.T) {
+	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		l.Close()
+	}
+	s := New(func() bool { return true })
+	defer s.Close()
+	lo6 := netip.MustParseAddr("::1")
+	on := [2]Listen{desired.IPv4: loopback4[desired.IPv4], desired.IPv6: {Addrs: []netip.Addr{lo6}}}
+	dual, only4 := types.NamespacedName{Namespace: "ns", Name: "dual"}, types.NamespacedName{Namespace: "ns", Name: "only4"}
+	pd, p4 := freePort(t), freePort(t)
+	want := map[types.NamespacedName]Service{
+		dual:  {Port: pd, In: [2]bool{true, true}, LocalEndpoints: [2]int{desired.IPv4: 2}},
+		only4: v4(p4, 1),
+	}
+	if failed := s.Sync(want, on); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	if code, body, _, err := getFrom(t, "127.0.0.1", pd); err != nil || code != 200 || !strings.Contains(body, `"localEndpoints": 2`) {
+		t.Errorf("dual-stack Service over IPv4: %d %q %v; want 200 with its 2 IPv4 endpoints", code, body, err)
+	}
+	if code, body, _, err := getFrom(t, "::1", pd); err != nil || code != 503 || !strings.Contains(body, `"localEndpoints": 0`) {
+		t.Errorf("dual-stack Service over IPv6: %d %q %v; want 503 with no IPv6 endpoint", code, body, err)
+	}
+	if code, _, _, err := getFrom(t, "::1", p4); err == nil {
+		t.Errorf("an IPv4-only Service's check answered over IPv6 (%d)", code)
+	}
+
+	// The IPv4 checks move to another address of the node.
+	on[desired.IPv4] = Listen{Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.2")}}
+	if failed := s.Sync(want, on); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	if code, _, _, err := getFrom(t, "127.0.0.2", p4); err != nil || code != 200 {
+		t.Errorf("after the move, on the new address: %d %v", code, err)
+	}
+	if _, _, _, err := getFrom(t, "127.0.0.1", p4); err == nil {
+		t.Error("after the move, the old address still answers")
 	}
 }

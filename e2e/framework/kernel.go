@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -165,4 +166,36 @@ func CleanKernel() error {
 		_ = exec.Command("nft", "delete", "table", family, "kube-proxy").Run()
 	}
 	return nil
+}
+
+// NodePortListeners lists the TCP sockets listening on a port of the
+// NodePort range (the health-check node ports), one "tcp4 0.0.0.0:30295"
+// per line, sorted: tcp4 and tcp6 are IPv4 and IPv6-only sockets, "tcp" one
+// that takes both families.
+func NodePortListeners() (string, error) {
+	out, err := Output("ss", "-Hltn")
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		i := strings.LastIndexByte(f[3], ':')
+		port, err := strconv.Atoi(f[3][i+1:])
+		if i < 0 || err != nil || port < 30000 || port > 32767 {
+			continue
+		}
+		host, network := f[3][:i], "tcp4"
+		switch {
+		case host == "*":
+			network = "tcp"
+		case strings.HasPrefix(host, "["):
+			network = "tcp6"
+		}
+		lines = append(lines, network+" "+f[3])
+	}
+	return sortedLines(strings.Join(lines, "\n"), nil), nil
 }
