@@ -2,7 +2,6 @@ package app
 
 import (
 	"cmp"
-	"runtime"
 
 	"go.uber.org/zap"
 
@@ -40,7 +39,7 @@ func openKernel(log *zap.Logger, settings KernelSettings) (proxier.Kernel, error
 // upstream does at start-up; a failure (a read-only /sys or /proc in a
 // container) is one Warning, and the kernel's values stay.
 func setUpConntrack(log *zap.Logger, ct conntrack.Settings) {
-	want := ct.Max(runtime.NumCPU())
+	want := ct.Max(conntrack.NodeCPUs())
 	if err := conntrack.RaiseMax(want); err != nil {
 		log.Warn("conntrack table not grown", zap.Error(err))
 	}

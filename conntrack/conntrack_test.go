@@ -1,11 +1,14 @@
 package conntrack
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,5 +117,57 @@ func TestRaiseMaxNeverLowers(t *testing.T) {
 		if got, _ := os.ReadFile(path); strings.TrimSpace(string(got)) != c.left {
 			t.Errorf("had %s, asked %s: left %s, want %s", c.had, c.want, got, c.left)
 		}
+	}
+}
+
+func TestCountCPUList(t *testing.T) {
+	for in, want := range map[string]int{"0\n": 1, "0-3\n": 4, "0-3,6\n": 5, "0,2,4-7": 6} {
+		if n, ok := countCPUList(in); !ok || n != want {
+			t.Errorf("countCPUList(%q) = %d, %v; want %d", in, n, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "\n", "a-b", "3-1", "0-"} {
+		if n, ok := countCPUList(bad); ok {
+			t.Errorf("countCPUList(%q) = %d, want refused", bad, n)
+		}
+	}
+}
+
+// TestNodeCPUsCountsOnlineCPUsNotTheCpuset: under a pinned cpuset (kubelet's
+// static CPU policy), the table is still sized by the node's CPUs. The
+// test binary runs itself again pinned to one CPU, as runtime.NumCPU is
+// read once at start.
+func TestNodeCPUsCountsOnlineCPUsNotTheCpuset(t *testing.T) {
+	if os.Getenv("KIP_PRINT_NODE_CPUS") != "" {
+		fmt.Printf("cpus=%d\n", NodeCPUs())
+		return
+	}
+	b, err := os.ReadFile(onlineCPUsFile)
+	if err != nil {
+		t.Skipf("no %s here: %v", onlineCPUsFile, err)
+	}
+	online, _ := countCPUList(string(b))
+	if online < 2 {
+		t.Skipf("%d CPU online: pinning cannot show the difference", online)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNodeCPUsCountsOnlineCPUsNotTheCpuset$")
+	cmd.Env = append(os.Environ(), "KIP_PRINT_NODE_CPUS=1")
+	out, err := cmd.Output()
+	_ = unix.SchedSetaffinity(0, &old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("cpus=%d\n", online); !strings.HasPrefix(string(out), want) {
+		t.Errorf("pinned to one CPU, NodeCPUs said %q; want %q, the node's online CPUs", out, want)
 	}
 }

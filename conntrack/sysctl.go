@@ -3,6 +3,7 @@ package conntrack
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -99,4 +100,38 @@ func raise(path string, want int) error {
 		return fmt.Errorf("set sysctl net.netfilter.nf_conntrack_max=%d: %w", want, err)
 	}
 	return nil
+}
+
+// onlineCPUsFile lists the node's online CPUs ("0-3,6"), whatever cpuset
+// the proxier's own container is pinned to.
+const onlineCPUsFile = "/sys/devices/system/cpu/online"
+
+// NodeCPUs counts the node's online CPUs, which size the node-wide
+// conntrack table as v1.37 sizes it: runtime.NumCPU counts only the CPUs
+// the process may run on, too few under kubelet's static CPU policy. If
+// the file cannot be read, runtime.NumCPU.
+func NodeCPUs() int {
+	b, err := os.ReadFile(onlineCPUsFile)
+	if n, ok := countCPUList(string(b)); err == nil && ok {
+		return n
+	}
+	return runtime.NumCPU()
+}
+
+// countCPUList counts the CPUs of a kernel CPU list such as "0-3,6\n".
+func countCPUList(list string) (int, bool) {
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(list), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return 0, false
+		}
+		n += b - a + 1
+	}
+	return n, n > 0
 }
