@@ -513,7 +513,7 @@ func (s *session) restart() (record, error) {
 		rec.Note += ", e.g. " + missing[0]
 	}
 	if m, err := scrape(); err == nil {
-		if ops, ok := m["kubeproxy_sync_proxy_rules_kernel_operations_total"]; ok {
+		if ops, ok := m["kube_ipvs_proxy_kernel_operations_total"]; ok {
 			rec.Note += fmt.Sprintf("; %d kernel writes by the new process", int(ops))
 		}
 	}

@@ -53,7 +53,7 @@ func (s *session) ipvsStats() record {
 	scrapeCPU, scrapeWall := (cpu()-c0)/statsScrapes, time.Since(t0)/statsScrapes
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", metrics.IPVSStatsPath, nil))
-	series = strings.Count(w.Body.String(), "\nkubeproxy_ipvs_")
+	series = strings.Count(w.Body.String(), "\nkube_ipvs_proxy_ipvs_")
 	rec.CPUs = ptr(scrapeCPU.Seconds())
 	rec.P50ms = ptr(float64(scrapeWall.Microseconds()) / 1000)
 	rec.Samples = ptr(series)

@@ -71,7 +71,7 @@ func TestExternalIPCannotTakeAClusterIP(t *testing.T) {
 		}
 		return fmt.Errorf("no Event naming %s/web among %q", victimNS, events)
 	})
-	if got := gauge(t, "kubeproxy_sync_proxy_rules_conflicting_claims"); got < 1 {
+	if got := gauge(t, "kube_ipvs_proxy_conflicting_claims"); got < 1 {
 		t.Errorf("conflicting claims gauge %v, want at least 1", got)
 	}
 	seen := stop()

@@ -322,7 +322,7 @@ func TestForeignWriterFillsASet(t *testing.T) {
 	entry := ipset.Entry{IP: mustAddr("10.96.51.11"), Protocol: "tcp", Port: 80}
 	refused := false // the entry reported as a failed object meanwhile
 	eventually(t, "the new entry in the set, the foreign ones gone", 60*time.Second, func() error {
-		if n, err := framework.Scrape(); err == nil && n[`kubeproxy_sync_proxy_rules_failed_objects{kind="set_entry"}`] > 0 {
+		if n, err := framework.Scrape(); err == nil && n[`kube_ipvs_proxy_failed_objects{kind="set_entry"}`] > 0 {
 			refused = true
 		}
 		if !hasEntry(t, "KUBE-CLUSTER-IP", entry) {
@@ -342,7 +342,7 @@ func TestForeignWriterFillsASet(t *testing.T) {
 	if seen := stop(); seen.failed > 0 {
 		t.Errorf("%d of %d requests to the other Service failed; first: %v", seen.failed, seen.requests, seen.first)
 	}
-	if got, err := framework.Metric("kubeproxy_sync_proxy_rules_failed_objects"); err != nil {
+	if got, err := framework.Metric("kube_ipvs_proxy_failed_objects"); err != nil {
 		t.Error(err)
 	} else {
 		for _, v := range got {
@@ -403,7 +403,7 @@ func TestAFullSetRefusesAnEntry(t *testing.T) {
 	fresh.Name, freshSlice.Name = "fresh", "fresh-1"
 	freshSlice.Labels[discovery.LabelServiceName] = "fresh"
 	mustApply(t, fresh, freshSlice)
-	const failedEntries = `kubeproxy_sync_proxy_rules_failed_objects{kind="set_entry"}`
+	const failedEntries = `kube_ipvs_proxy_failed_objects{kind="set_entry"}`
 	eventually(t, "the refused entry reported as a failed object", 30*time.Second, func() error {
 		if n, err := framework.Scrape(); err != nil || n[failedEntries] < 1 {
 			return fmt.Errorf("%s = %v (%v)", failedEntries, n[failedEntries], err)

@@ -43,7 +43,7 @@ func TestAPIServerOutage(t *testing.T) {
 		_, err := client.HTTP(vip, 2*time.Second)
 		return err
 	})
-	const ops = "kubeproxy_sync_proxy_rules_kernel_operations_total"
+	const ops = "kube_ipvs_proxy_kernel_operations_total"
 	opsBefore := gauge(t, ops)
 
 	stopped := time.Now()

@@ -108,7 +108,7 @@ func TestKernelRefusesOneRealServer(t *testing.T) {
 
 func failedRealServers(t *testing.T) float64 {
 	t.Helper()
-	return gauge(t, `kubeproxy_sync_proxy_rules_failed_objects{kind="real_server"}`)
+	return gauge(t, `kube_ipvs_proxy_failed_objects{kind="real_server"}`)
 }
 
 // gauge scrapes the shared proxier's metric with these labels.

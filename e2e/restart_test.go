@@ -111,7 +111,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	if len(removed) > 0 {
 		t.Errorf("addresses removed from kube-ipvs0 during the restart: %v", removed)
 	}
-	ops, err := framework.Metric("kubeproxy_sync_proxy_rules_kernel_operations_total")
+	ops, err := framework.Metric("kube_ipvs_proxy_kernel_operations_total")
 	if err != nil {
 		t.Fatal(err)
 	}

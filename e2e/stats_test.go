@@ -60,7 +60,7 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 	eventually(t, "both real servers exported", 30*time.Second, func() error {
 		_, m := get(t, "http://127.0.0.1:10249/metrics/ipvs")
 		for _, rs := range reals {
-			if len(series(m, "kubeproxy_ipvs_real_server_connections_total", service, rs)) != 1 {
+			if len(series(m, "kube_ipvs_proxy_ipvs_real_server_connections_total", service, rs)) != 1 {
 				return fmt.Errorf("no series of %s", rs)
 			}
 		}
@@ -74,15 +74,15 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 	// served again for up to 5 s.
 	eventually(t, "connections counted", 20*time.Second, func() error {
 		_, m := get(t, "http://127.0.0.1:10249/metrics/ipvs")
-		vs := series(m, "kubeproxy_ipvs_virtual_server_connections_total", service, `virtual_server="10.96.62.10:80"`, `protocol="TCP"`)
+		vs := series(m, "kube_ipvs_proxy_ipvs_virtual_server_connections_total", service, `virtual_server="10.96.62.10:80"`, `protocol="TCP"`)
 		if sum(vs) != requests || len(vs) != 1 {
 			return fmt.Errorf("virtual server connections %v, want one series of %d", vs, requests)
 		}
 		total := 0.0
 		for _, rs := range reals {
-			conns := sum(series(m, "kubeproxy_ipvs_real_server_connections_total", service, rs))
-			bytes := sum(series(m, "kubeproxy_ipvs_real_server_bytes_out_total", service, rs))
-			if conns < requests/2-1 || bytes == 0 || len(series(m, "kubeproxy_ipvs_real_server_inactive_connections", service, rs)) != 1 {
+			conns := sum(series(m, "kube_ipvs_proxy_ipvs_real_server_connections_total", service, rs))
+			bytes := sum(series(m, "kube_ipvs_proxy_ipvs_real_server_bytes_out_total", service, rs))
+			if conns < requests/2-1 || bytes == 0 || len(series(m, "kube_ipvs_proxy_ipvs_real_server_inactive_connections", service, rs)) != 1 {
 				return fmt.Errorf("%s: %v connections, %v bytes out; round robin gives each about half of %d", rs, conns, bytes, requests)
 			}
 			total += conns

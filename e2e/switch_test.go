@@ -269,7 +269,7 @@ func TestSwitchFromUpstreamIPVSAndBack(t *testing.T) {
 	})
 	time.Sleep(6 * time.Second) // past one drift check
 	requireNoFailure(t, "switch in from IPVS mode", loops())
-	ops, err := framework.Metric("kubeproxy_sync_proxy_rules_kernel_operations_total")
+	ops, err := framework.Metric("kube_ipvs_proxy_kernel_operations_total")
 	if err != nil {
 		t.Fatal(err)
 	}

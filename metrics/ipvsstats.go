@@ -148,7 +148,7 @@ func writeIPVSStats(w *bufio.Writer, stats []ipvs.VirtualServerStats, owners map
 	}
 	var line []byte
 	for _, f := range ipvsFamilies {
-		name := "kubeproxy_ipvs_" + f.name
+		name := "kube_ipvs_proxy_ipvs_" + f.name
 		_, _ = w.WriteString("# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.typ + "\n")
 		for i := range stats {
 			s := &stats[i]
@@ -168,8 +168,8 @@ func writeIPVSStats(w *bufio.Writer, stats []ipvs.VirtualServerStats, owners map
 			}
 		}
 	}
-	_, _ = w.WriteString("# HELP kubeproxy_ipvs_stats_read_duration_seconds How long this scrape's read of the IPVS statistics took\n" +
-		"# TYPE kubeproxy_ipvs_stats_read_duration_seconds gauge\nkubeproxy_ipvs_stats_read_duration_seconds ")
+	_, _ = w.WriteString("# HELP kube_ipvs_proxy_ipvs_stats_read_duration_seconds How long this scrape's read of the IPVS statistics took\n" +
+		"# TYPE kube_ipvs_proxy_ipvs_stats_read_duration_seconds gauge\nkube_ipvs_proxy_ipvs_stats_read_duration_seconds ")
 	_, _ = w.Write(strconv.AppendFloat(nil, read.Seconds(), 'g', -1, 64))
 	_ = w.WriteByte('\n')
 }

@@ -35,13 +35,13 @@ func TestIPVSStatsAreSeriesPerVirtualAndRealServer(t *testing.T) {
 	for _, gz := range []bool{false, true} {
 		got := scrapeText(t, h, gz)
 		for series, want := range map[string]float64{
-			"kubeproxy_ipvs_real_server_active_connections " + rs:                                            2,
-			"kubeproxy_ipvs_real_server_inactive_connections " + rs:                                          1,
-			"kubeproxy_ipvs_real_server_packets_in_total " + rs:                                              10,
-			"kubeproxy_ipvs_real_server_bytes_out_total " + rs:                                               1 << 40,
-			"kubeproxy_ipvs_real_server_connections_total " + strings.Replace(rs, "0.1:8080", "0.2:8080", 1): 0,
-			`kubeproxy_ipvs_virtual_server_connections_total ns/a"b 10.96.0.1:80 TCP`:                        7,
-			`kubeproxy_ipvs_virtual_server_bytes_in_total ns/a"b 10.96.0.1:80 TCP`:                           700,
+			"kube_ipvs_proxy_ipvs_real_server_active_connections " + rs:                                            2,
+			"kube_ipvs_proxy_ipvs_real_server_inactive_connections " + rs:                                          1,
+			"kube_ipvs_proxy_ipvs_real_server_packets_in_total " + rs:                                              10,
+			"kube_ipvs_proxy_ipvs_real_server_bytes_out_total " + rs:                                               1 << 40,
+			"kube_ipvs_proxy_ipvs_real_server_connections_total " + strings.Replace(rs, "0.1:8080", "0.2:8080", 1): 0,
+			`kube_ipvs_proxy_ipvs_virtual_server_connections_total ns/a"b 10.96.0.1:80 TCP`:                        7,
+			`kube_ipvs_proxy_ipvs_virtual_server_bytes_in_total ns/a"b 10.96.0.1:80 TCP`:                           700,
 		} {
 			if v, ok := got[series]; !ok || v != want {
 				t.Errorf("gzip %v: %s = %v (present %v), want %v", gz, series, v, ok, want)

@@ -1,6 +1,8 @@
 // Package metrics defines the proxier's Prometheus metrics under kube-proxy's
 // names (dashboards and alerts written for kube-proxy keep working) and
-// serves them with /proxyMode on the metrics address.
+// serves them with /proxyMode on the metrics address. Metrics kube-proxy
+// does not have are named under our own prefix (ours), so that no future
+// kubeproxy_ name can collide with them.
 package metrics
 
 import (
@@ -43,6 +45,9 @@ type Metrics struct {
 	HealthzTotal, LivezTotal *prometheus.CounterVec
 }
 
+// ours prefixes the metrics that are this proxier's own.
+const ours = "kube_ipvs_proxy"
+
 // byFamily is upstream's label of the IP family a series is of.
 var byFamily = []string{"ip_family"}
 
@@ -73,22 +78,22 @@ func New() *Metrics {
 			Name: "sync_proxy_rules_service_changes_total", Help: "Cumulative proxy rules Service changes"}),
 		EndpointChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_endpoint_changes_total", Help: "Cumulative proxy rules Endpoint changes"}),
-		SyncFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_failures_total", Help: "Syncs that left some kernel object unapplied (retried)"}),
+		SyncFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ours,
+			Name: "sync_failures_total", Help: "Syncs that left some kernel object unapplied (retried)"}),
 		IPTablesRestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}, byFamily),
-		KernelOpsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_kernel_operations_total", Help: "Kernel objects added, updated or deleted by syncs"}),
-		FailedObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
-			Name: "sync_proxy_rules_failed_objects", Help: "Kernel objects whose last write failed, retried alone with backoff, by kind"}, []string{"kind"}),
+		KernelOpsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ours,
+			Name: "kernel_operations_total", Help: "Kernel objects added, updated or deleted by syncs"}),
+		FailedObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ours,
+			Name: "failed_objects", Help: "Kernel objects whose last write failed, retried alone with backoff, by kind"}, []string{"kind"}),
 		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubeproxy",
 			Name: "sync_proxy_rules_no_local_endpoints_total",
 			Help: "Services whose Local traffic policy drops traffic: they have endpoints, none on this node"}, []string{"traffic_policy", "ip_family"}),
 	}
 	m.ConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
 		Name: "conntrack_reconciler_deleted_entries_total", Help: "Conntrack entries of stale UDP flows deleted"}, byFamily)
-	m.ConflictingClaims = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy",
-		Name: "sync_proxy_rules_conflicting_claims", Help: "Virtual servers a Service wants but another Service's stronger or older claim holds"})
+	m.ConflictingClaims = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ours,
+		Name: "conflicting_claims", Help: "Virtual servers a Service wants but another Service's stronger or older claim holds"})
 	m.HealthzTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",
 		Name: "proxy_healthz_total", Help: "Cumulative proxy healthz HTTP status"}, []string{"code"})
 	m.LivezTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy",

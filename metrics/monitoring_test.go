@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,22 +38,22 @@ func servedNames(t *testing.T) map[string]bool {
 	}
 	// The vectors with no series yet are not gathered: name them too.
 	for _, n := range []string{"rest_client_requests_total", "rest_client_request_duration_seconds",
-		"rest_client_rate_limiter_duration_seconds", "kubeproxy_sync_proxy_rules_conflicting_claims"} {
+		"rest_client_rate_limiter_duration_seconds", "kube_ipvs_proxy_conflicting_claims"} {
 		names[n] = true
 		for _, s := range []string{"_bucket", "_sum", "_count"} {
 			names[n+s] = true
 		}
 	}
 	for _, f := range ipvsFamilies {
-		names["kubeproxy_ipvs_"+f.name] = true
+		names["kube_ipvs_proxy_ipvs_"+f.name] = true
 	}
-	names["kubeproxy_ipvs_stats_read_duration_seconds"] = true
+	names["kube_ipvs_proxy_ipvs_stats_read_duration_seconds"] = true
 	return names
 }
 
 // metricRefs are the metric names an expression uses: ours and
 // kube-proxy's prefixes (up and the like are Prometheus' own).
-var metricRefs = regexp.MustCompile(`\b(?:kubeproxy|rest_client|process|go)_[a-zA-Z0-9_]+`)
+var metricRefs = regexp.MustCompile(`\b(?:kubeproxy|kube_ipvs_proxy|rest_client|process|go)_[a-zA-Z0-9_]+`)
 
 // Every query of the dashboard and every alert of deploy/monitoring names
 // a metric the proxier serves: a renamed metric fails this, not a
@@ -123,6 +124,59 @@ func TestMonitoringQueriesNameServedMetrics(t *testing.T) {
 			if !served[n] {
 				t.Errorf("%q names %s, which the proxier does not serve", e, n)
 			}
+		}
+	}
+}
+
+// upstreamNames are kube-proxy v1.37's own metrics
+// (pkg/proxy/metrics/metrics.go), all under the kubeproxy_ prefix.
+var upstreamNames = []string{
+	"sync_proxy_rules_duration_seconds", "sync_full_proxy_rules_duration_seconds",
+	"sync_partial_proxy_rules_duration_seconds", "sync_proxy_rules_last_timestamp_seconds",
+	"network_programming_duration_seconds", "sync_proxy_rules_endpoint_changes_pending",
+	"sync_proxy_rules_endpoint_changes_total", "sync_proxy_rules_service_changes_pending",
+	"sync_proxy_rules_service_changes_total", "sync_proxy_rules_iptables_restore_failures_total",
+	"sync_proxy_rules_iptables_partial_restore_failures_total", "sync_proxy_rules_iptables_total",
+	"sync_proxy_rules_iptables_last", "sync_proxy_rules_nftables_sync_failures_total",
+	"sync_proxy_rules_nftables_cleanup_failures_total", "proxy_healthz_total", "proxy_livez_total",
+	"sync_proxy_rules_last_queued_timestamp_seconds", "sync_proxy_rules_no_local_endpoints_total",
+	"conntrack_reconciler_sync_duration_seconds", "conntrack_reconciler_deleted_entries_total",
+}
+
+// TestOwnMetricsCannotCollide: a kubeproxy_ metric we serve is one of
+// kube-proxy's, with its name; each of our own is under our prefix, which
+// no future kube-proxy metric can take.
+func TestOwnMetricsCannotCollide(t *testing.T) {
+	m := New()
+	m.InitFamily("IPv4")
+	m.RegisterRESTClient()
+	m.FailedObjects.WithLabelValues("setup")
+	m.NoLocalEndpoints.WithLabelValues("internal", "IPv4")
+	m.IPTablesRestoreFailures.WithLabelValues("IPv4")
+	m.ConntrackDeleted.WithLabelValues("IPv4")
+	m.CountHealth(false, 200)
+	m.CountHealth(true, 200)
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"kube_ipvs_proxy_ipvs_stats_read_duration_seconds"}
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	for _, f := range ipvsFamilies {
+		names = append(names, "kube_ipvs_proxy_ipvs_"+f.name)
+	}
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, "kubeproxy_"); ok {
+			if !slices.Contains(upstreamNames, rest) {
+				t.Errorf("%s has kube-proxy's prefix but is no kube-proxy metric", n)
+			}
+			continue
+		}
+		if !strings.HasPrefix(n, "kube_ipvs_proxy_") && !strings.HasPrefix(n, "rest_client_") &&
+			!strings.HasPrefix(n, "go_") && !strings.HasPrefix(n, "process_") {
+			t.Errorf("%s is under no prefix of ours or of kube-proxy's libraries", n)
 		}
 	}
 }

@@ -162,7 +162,7 @@ func failedObjects(t *testing.T, p *Proxier, kind string) float64 {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "kubeproxy_sync_proxy_rules_failed_objects" {
+		if f.GetName() != "kube_ipvs_proxy_failed_objects" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
