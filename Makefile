@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring check-chart demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -64,6 +64,34 @@ PROMTOOL = $(CACHE)/tools/promtool-$(PROMTOOL_VERSION)/promtool
 $(PROMTOOL):
 	mkdir -p $(dir $@) && GOBIN=$(dir $@) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
+# Helm, pinned and built from its module with the Kubernetes version its
+# own release sets (helm template checks the chart's kubeVersion against
+# it). The chart's checks and node-e2e's chart run use it.
+HELM_VERSION ?= v3.22.0
+HELM_K8S_MINOR ?= 37
+HELM = $(CACHE)/tools/helm-$(HELM_VERSION)/helm
+$(HELM):
+	mkdir -p $(dir $@) && GOBIN=$(dir $@) $(GO) install -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
+	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)" \
+	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The chart: helm lint, every toggle rendered, the rendered alerts checked
+# by promtool with kube-proxy's job name. A release check.
+CHART_ALL = --set apiServer=https://10.0.0.1:6443 --set kubeProxyLabels=true --set monitoring.podMonitor.enabled=true \
+	--set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true
+check-chart: $(HELM) $(PROMTOOL)
+	@mkdir -p $(CACHE)/tools; rc=0; $(HELM) lint --strict charts/kube-ipvs-proxy $(CHART_ALL) >$(CACHE)/tools/chart-lint.log 2>&1 || rc=$$?; \
+	  grep -v 'found symbolic link' $(CACHE)/tools/chart-lint.log; exit $$rc
+	@$(HELM) template kube-ipvs-proxy charts/kube-ipvs-proxy -n kube-system $(CHART_ALL) 2>/dev/null >$(CACHE)/tools/chart.yaml
+	@grep -c '^kind: \(DaemonSet\|ConfigMap\|ServiceAccount\|ClusterRoleBinding\|PodMonitor\|Service\|ServiceMonitor\|PrometheusRule\)$$' $(CACHE)/tools/chart.yaml | grep -qx 9 || { echo "check-chart: the chart did not render its 9 objects"; exit 1; }
+	@! $(HELM) template kube-ipvs-proxy charts/kube-ipvs-proxy >/dev/null 2>&1 || { echo "check-chart: rendered without apiServer"; exit 1; }
+	$(HELM) template kube-ipvs-proxy charts/kube-ipvs-proxy $(CHART_ALL) --show-only templates/monitoring.yaml --set monitoring.podMonitor.enabled=false \
+	  --set monitoring.serviceMonitor.enabled=false --set monitoring.dashboard.enabled=false 2>/dev/null \
+	  | sed -n '/^spec:/,$$p' | sed '1d; s/^  //' >$(CACHE)/tools/chart-rules.yaml
+	@grep -q 'job="kube-proxy"' $(CACHE)/tools/chart-rules.yaml || { echo "check-chart: the alerts do not follow kubeProxyLabels"; exit 1; }
+	$(PROMTOOL) check rules $(CACHE)/tools/chart-rules.yaml
+
 check-monitoring: $(PROMTOOL)
 	@mkdir -p $(CACHE)/tools && sed -n '/^spec:/,$$p' deploy/monitoring/prometheusrule.yaml | sed '1d; s/^  //' >$(CACHE)/tools/rules.yaml
 	$(PROMTOOL) check rules $(CACHE)/tools/rules.yaml
@@ -111,11 +139,12 @@ matrix: e2e-bins image
 	MATRIX_KERNELS="$(MATRIX_KERNELS)" MATRIX_K8S="$(MATRIX_K8S)" MATRIX_RUN='$(MATRIX_RUN)' hack/matrix.sh
 
 # The real node (e2e/node): kubelet, containerd, CoreDNS and real pods in the
-# VM, the proxier deployed from deploy/ with kubectl apply -k. Each proxier
-# of NODE_PROXIERS gets its own VM and cluster; logs go to
+# VM, the proxier deployed as an operator would. Each proxier of
+# NODE_PROXIERS gets its own VM and cluster: chart (ours, rendered from
+# charts/kube-ipvs-proxy by helm template, with kube-proxy's labels), ours
+# (deploy/ with kubectl apply -k) or upstream. Logs go to
 # $(CACHE)/node-e2e/<proxier>/. Too long for make test: a release check
 # (docs/testing.md).
-NODE_PROXIERS ?= ours upstream
 node-e2e: e2e-bins k8s-bins vm-kernel image
 	hack/node.sh >/dev/null
 	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
@@ -131,7 +160,8 @@ node-e2e: e2e-bins k8s-bins vm-kernel image
 # Several nodes in one VM (e2e/multinode, framework.Bed): each a network and
 # mount namespace with its own containerd, kubelet and proxier pod, pods
 # routed between them; cross-node tests with clients outside every node.
-# Per proxier of NODE_PROXIERS, logs in $(CACHE)/multinode-e2e/<proxier>/.
+# Per proxier of NODE_PROXIERS (default ours upstream), logs in
+# $(CACHE)/multinode-e2e/<proxier>/.
 # A release check (docs/testing.md).
 # NODES: how many (3 unless set above 1; make conformance's default is 1).
 NODES ?= 1
@@ -140,7 +170,7 @@ MULTINODE_NAMES = $(shell seq -s, -f 'kip-node-%g' 1 $(MULTINODE_COUNT))
 multinode-e2e: e2e-bins k8s-bins vm-kernel image
 	hack/node.sh >/dev/null
 	$(GO) test -c -tags e2e -o $(BIN)/multinode-e2e.test ./e2e/multinode
-	@for p in $(NODE_PROXIERS); do echo "== multinode-e2e: $$p"; \
+	@for p in $(or $(NODE_PROXIERS),ours upstream); do echo "== multinode-e2e: $$p"; \
 	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p KIP_NODES=$(MULTINODE_COUNT) \
 	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION KIP_NODES" \
 	  $(BIN)/testcluster -controllers -kubelets $(MULTINODE_NAMES) -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/multinode-$$p -- \

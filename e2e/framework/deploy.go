@@ -3,18 +3,24 @@ package framework
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 )
 
-// Proxier is a service proxy as a DaemonSet: ours from deploy/, or
-// upstream kube-proxy from e2e/node/testdata/kube-proxy, each through an
-// overlay that sets only its image and the apiserver's address.
+// Proxier is a service proxy as a DaemonSet: ours from deploy/ or from its
+// Helm chart, or upstream kube-proxy from e2e/node/testdata/kube-proxy,
+// each given only its image and the apiserver's address.
 type Proxier struct {
 	Name, Image, Tag string
 	Base             string // the kustomization the overlay builds on
 	ConfigMap        string
+	// Chart, if set, is rendered with helm template (KIP_HELM) and applied
+	// in place of Base, with kube-proxy's labels (kubeProxyLabels).
+	Chart string
+	// App is the pods' k8s-app label.
+	App string
 }
 
 // Ours is kube-ipvs-proxy's image at tag ("dev" if empty).
@@ -22,7 +28,16 @@ func Ours(tag string) Proxier {
 	if tag == "" {
 		tag = "dev"
 	}
-	return Proxier{Name: "kube-ipvs-proxy", Image: "localhost/kube-ipvs-proxy", Tag: tag, Base: "deploy", ConfigMap: "kube-ipvs-proxy"}
+	return Proxier{Name: "kube-ipvs-proxy", Image: "localhost/kube-ipvs-proxy", Tag: tag, Base: "deploy", ConfigMap: "kube-ipvs-proxy",
+		App: "kube-ipvs-proxy"}
+}
+
+// OursFromChart is ours deployed by charts/kube-ipvs-proxy with the value
+// that gives its pods kube-proxy's label.
+func OursFromChart(tag string) Proxier {
+	p := Ours(tag)
+	p.Chart, p.App = "charts/kube-ipvs-proxy", "kube-proxy"
+	return p
 }
 
 // Upstream is kube-proxy vversion (K8S_VERSION's default if empty) in IPVS mode.
@@ -31,20 +46,26 @@ func Upstream(version string) Proxier {
 		version = "1.37.2"
 	}
 	return Proxier{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy", Tag: "v" + version,
-		Base: "e2e/node/testdata/kube-proxy", ConfigMap: "kube-proxy"}
+		Base: "e2e/node/testdata/kube-proxy", ConfigMap: "kube-proxy", App: "kube-proxy"}
 }
 
 // ProxierFromEnv is KIP_NODE_PROXIER's proxier: ours (the default) at
-// KIP_IMAGE_TAG, or upstream at K8S_VERSION.
+// KIP_IMAGE_TAG from deploy/, chart the same from the Helm chart, or
+// upstream at K8S_VERSION.
 func ProxierFromEnv() (Proxier, error) {
 	switch os.Getenv("KIP_NODE_PROXIER") {
 	case "", "ours":
 		return Ours(os.Getenv("KIP_IMAGE_TAG")), nil
+	case "chart":
+		return OursFromChart(os.Getenv("KIP_IMAGE_TAG")), nil
 	case "upstream":
 		return Upstream(os.Getenv("K8S_VERSION")), nil
 	}
-	return Proxier{}, fmt.Errorf("KIP_NODE_PROXIER=%q: want ours or upstream", os.Getenv("KIP_NODE_PROXIER"))
+	return Proxier{}, fmt.Errorf("KIP_NODE_PROXIER=%q: want ours, chart or upstream", os.Getenv("KIP_NODE_PROXIER"))
 }
+
+// apiserverURL is the address the VM reaches the apiserver at.
+const apiserverURL = "https://10.0.2.100:6443"
 
 // apiserverKubeconfig is the kubeconfig both proxiers' ConfigMaps carry,
 // with the address the VM reaches the apiserver at.
@@ -53,7 +74,7 @@ kind: Config
 clusters:
 - cluster:
     certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
-    server: https://10.0.2.100:6443
+    server: ` + apiserverURL + `
   name: default
 contexts:
 - context: {cluster: default, namespace: default, user: default}
@@ -68,6 +89,9 @@ users:
 // Deploy applies the proxier's manifests with kubectl apply -k, through an
 // overlay that changes the image's tag and the kubeconfig's server.
 func (p Proxier) Deploy(e *Env, tag string) error {
+	if p.Chart != "" {
+		return p.deployChart(e, tag)
+	}
 	dir, err := os.MkdirTemp("", "overlay-")
 	if err != nil {
 		return err
@@ -97,6 +121,43 @@ configMapGenerator:
 	}
 	if !strings.Contains(out, "daemonset.apps/"+p.Name) {
 		return fmt.Errorf("kubectl apply -k %s applied no DaemonSet %s:\n%s", p.Base, p.Name, out)
+	}
+	return nil
+}
+
+// deployChart renders the chart as an operator would, helm template with
+// the image and the apiserver's address as values, and applies the result.
+func (p Proxier) deployChart(e *Env, tag string) error {
+	helm := os.Getenv("KIP_HELM")
+	if helm == "" {
+		return fmt.Errorf("KIP_HELM (the helm binary) unset: the chart cannot be rendered")
+	}
+	manifests, err := exec.Command(helm, "template", p.Name, p.Chart, "--namespace", "kube-system",
+		"--set", "image.repository="+p.Image, "--set", "image.tag="+tag, "--set", "apiServer="+apiserverURL,
+		"--set", "kubeProxyLabels=true").Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		return fmt.Errorf("helm template %s: %w", p.Chart, err)
+	}
+	f, err := os.CreateTemp("", "chart-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(manifests); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	out, err := e.Kubectl("apply", "-f", f.Name())
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "daemonset.apps/"+p.Name) {
+		return fmt.Errorf("the chart %s rendered no DaemonSet %s:\n%s", p.Chart, p.Name, out)
 	}
 	return nil
 }

@@ -148,7 +148,7 @@ func proxierPods(t *testing.T) map[string]string {
 	t.Helper()
 	ctx, cancel := framework.Ctx()
 	defer cancel()
-	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.Name})
+	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.App})
 	if err != nil {
 		t.Fatal(err)
 	}

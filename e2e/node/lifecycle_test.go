@@ -54,7 +54,7 @@ func serviceLoops(t *testing.T) []*framework.Loop {
 func proxierPod() (name, image string, err error) {
 	ctx, cancel := framework.Ctx()
 	defer cancel()
-	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.Name})
+	pods, err := env.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + deployed.App})
 	if err != nil {
 		return "", "", err
 	}
