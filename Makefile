@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring check-chart demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring check-chart release demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -75,6 +75,13 @@ $(HELM):
 	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
 	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)" \
 	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# A release (docs/releasing.md): VERSION (a semantic version, the commit's
+# tag) as a multi-arch image archive (linux/amd64, linux/arm64), deploy/
+# rendered at that tag and the chart packaged, in $(CACHE)/release/VERSION/,
+# after the unit tests pass for arm64 under qemu-user.
+release: k8s-bins $(HELM)
+	HELM=$(HELM) hack/release.sh $(VERSION)
 
 # The chart: helm lint, every toggle rendered, the rendered alerts checked
 # by promtool with kube-proxy's job name. A release check.

@@ -41,7 +41,7 @@ prepare() {
   local kpkg=${KIP_KERNEL_PKG:-} meta=linux-image-amd64 apt=()
   case $kernel in
     6.12) meta=linux-image-6.12-amd64;;
-    5.10) suite_apt bullseye; apt=("${suite_opts[@]}");;
+    5.10) local opts; opts=$("$(dirname "$0")/apt-suite.sh" "$cache/apt" bullseye) || exit 2; mapfile -t apt <<<"$opts";;
   esac
   resolve() { apt-cache "${apt[@]}" depends "$meta" 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*\)/\1/p' | head -1; }
   if [ -z "$kpkg" ]; then
@@ -99,36 +99,6 @@ INIT
   rm -rf "$ir"
   echo "$kver" >"$cache/kver"; echo "$kpkg" >"$cache/kpkg"
   echo "vm.sh: kernel $kver ready in $cache" >&2
-}
-
-# suite_apt SUITE sets suite_opts to apt options that read the package
-# lists of another Debian suite, kept in the cache: its sources are the
-# machine's own Debian mirrors (from /etc/apt) with the suite's name.
-suite_apt() {
-  local suite=$1 d="$cache/apt" src
-  mkdir -p "$d/lists/partial" "$d/parts"
-  # Each deb822 stanza (a paragraph) of debian.sources is one record; the
-  # main archive is the one listing the bare release, the security one its
-  # -security suite.
-  src=$(awk -v RS= -v s="$suite" '
-    { uri = ""; main = 0; sec = 0
-      n = split($0, l, "\n")
-      for (i = 1; i <= n; i++) {
-        if (l[i] ~ /^URIs:/) { split(l[i], f, /[ \t]+/); uri = f[2] }
-        if (l[i] ~ /^Suites:/) { m = split(l[i], f, /[ \t]+/); for (j = 2; j <= m; j++) { if (f[j] ~ /-security$/) sec = 1; else if (f[j] !~ /-/) main = 1 } }
-      }
-      if (uri == "") next
-      if (main && mainuri == "") mainuri = uri
-      if (sec && securi == "") securi = uri }
-    END { if (mainuri != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " mainuri " " s " main";
-          if (securi != "") print "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] " securi " " s "-security main" }' \
-    /etc/apt/sources.list.d/debian.sources 2>/dev/null)
-  [ -n "$src" ] || { echo "vm.sh: no Debian mirror in /etc/apt/sources.list.d to read $suite from" >&2; exit 2; }
-  echo "$src" >"$d/sources.list"
-  mkdir -p "$d/cache"
-  suite_opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$d/sources.list" -o "Dir::Etc::SourceParts=$d/parts"
-    -o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache")
-  [ -n "$(ls "$d/lists" 2>/dev/null | grep -v partial)" ] || apt-get "${suite_opts[@]}" update -qq >/dev/null
 }
 
 run() {

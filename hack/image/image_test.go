@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // The Dockerfile builds what `make image` builds: the same tool and package
@@ -48,7 +50,7 @@ func TestDockerfileAgreesWithTheTool(t *testing.T) {
 	if err := json.Unmarshal([]byte(entry), &ep); err != nil || !slices.Equal(ep, []string{entrypoint}) {
 		t.Errorf("Dockerfile ENTRYPOINT %s, want [%q] (%v)", entry, entrypoint, err)
 	}
-	img, err := image([]file{{path: entrypoint, mode: 0o755, data: []byte("x")}}, entrypoint, time.Unix(0, 0), labels("v", "r", time.Unix(0, 0)))
+	img, err := image([]file{{path: entrypoint, mode: 0o755, data: []byte("x")}}, entrypoint, "amd64", time.Unix(0, 0), labels("v", "r", time.Unix(0, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +90,15 @@ func TestRootfsHasEveryLibraryItsProgramsNeed(t *testing.T) {
 	if _, err := os.Stat("/usr/sbin/xtables-legacy-multi"); err != nil {
 		t.Skip("iptables is not installed here (make deps installs it)")
 	}
+	here := platforms[runtime.GOARCH]
+	if _, err := os.Stat("/usr/lib/" + here.triplet); err != nil {
+		t.Skipf("no %s libraries in this machine's root: the test binary is %s, the root another's (user-mode emulation)", here.triplet, runtime.GOARCH)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := rootfs("/", self, packages)
+	files, err := rootfs("/", self, packages, runtime.GOARCH)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +106,9 @@ func TestRootfsHasEveryLibraryItsProgramsNeed(t *testing.T) {
 	for _, f := range files {
 		byPath[f.path] = f
 	}
+	loaders := map[string]string{"amd64": "/lib64/ld-linux-x86-64.so.2", "arm64": "/lib/ld-linux-aarch64.so.1"}
 	for _, p := range []string{entrypoint, "/usr/sbin/xtables-nft-multi", "/usr/sbin/iptables-legacy-restore", "/usr/sbin/ip6tables-nft-save",
-		"/usr/sbin/modprobe", "/lib64/ld-linux-x86-64.so.2", xtablesDir + "/libxt_set.so", xtablesDir + "/libxt_MASQUERADE.so", "/usr/share/doc/iptables/copyright"} {
+		"/usr/sbin/modprobe", loaders[runtime.GOARCH], here.xtablesDir() + "/libxt_set.so", here.xtablesDir() + "/libxt_MASQUERADE.so", "/usr/share/doc/iptables/copyright"} {
 		if _, ok := byPath[p]; !ok {
 			t.Errorf("no %s in the image", p)
 		}
@@ -136,8 +143,8 @@ func TestRootfsHasEveryLibraryItsProgramsNeed(t *testing.T) {
 		needed, _ := e.ImportedLibraries()
 		e.Close()
 		for _, n := range needed {
-			if _, ok := byPath[path.Join(libDir, n)]; !ok {
-				t.Errorf("%s needs %s, not in %s", f.path, n, libDir)
+			if _, ok := byPath[path.Join(here.libDir(), n)]; !ok {
+				t.Errorf("%s needs %s, not in %s", f.path, n, here.libDir())
 			}
 		}
 	}
@@ -151,13 +158,13 @@ func TestRootfsHasEveryLibraryItsProgramsNeed(t *testing.T) {
 func TestArchiveNamesTheImage(t *testing.T) {
 	files := []file{{path: entrypoint, mode: 0o755, data: []byte("binary")}, {path: "/usr/sbin/modprobe", link: "../bin/kmod", mode: os.ModeSymlink | 0o777}}
 	created := time.Unix(1700000000, 0).UTC()
-	img, err := image(files, entrypoint, created, labels("v1.2.3", "abc", created))
+	img, err := image(files, entrypoint, "amd64", created, labels("v1.2.3", "abc", created))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "image.tar")
-	if err := writeArchive(out, img, []string{"v1.2.3", "dev"}, created); err != nil {
+	if err := writeArchive(out, []platformImage{{"amd64", img}}, []string{"v1.2.3", "dev"}, created); err != nil {
 		t.Fatal(err)
 	}
 	idx, m := readArchive(t, out)
@@ -181,7 +188,7 @@ func TestArchiveNamesTheImage(t *testing.T) {
 		t.Errorf("labels %v created %v", cf.Config.Labels, cf.Created)
 	}
 	again := filepath.Join(dir, "again.tar")
-	if err := writeArchive(again, img, []string{"v1.2.3", "dev"}, created); err != nil {
+	if err := writeArchive(again, []platformImage{{"amd64", img}}, []string{"v1.2.3", "dev"}, created); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(out)
@@ -297,5 +304,71 @@ func TestStaticImageHoldsItsBinaryAlone(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"pause"}) {
 		t.Errorf("layer holds %v, want only pause", names)
+	}
+}
+
+// TestMultiArchArchiveIsAnIndexOfPlatforms: with several architectures,
+// each name points to an index holding one image per platform, which a
+// runtime picks its own from.
+func TestMultiArchArchiveIsAnIndexOfPlatforms(t *testing.T) {
+	created := time.Unix(1700000000, 0).UTC()
+	var images []platformImage
+	for _, arch := range []string{"amd64", "arm64"} {
+		img, err := image([]file{{path: entrypoint, mode: 0o755, data: []byte("binary for " + arch)}}, entrypoint, arch, created, labels("v1.2.3", "abc", created))
+		if err != nil {
+			t.Fatal(err)
+		}
+		images = append(images, platformImage{arch, img})
+	}
+	out := filepath.Join(t.TempDir(), "image.tar")
+	if err := writeArchive(out, images, []string{"v1.2.3"}, created); err != nil {
+		t.Fatal(err)
+	}
+	top, m := readArchive(t, out)
+	if len(m.Manifests) != 1 || m.Manifests[0].MediaType != types.OCIImageIndex ||
+		m.Manifests[0].Annotations["io.containerd.image.name"] != repository+":v1.2.3" {
+		t.Fatalf("archive holds %+v, want one index named %s:v1.2.3", m.Manifests, repository)
+	}
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range im.Manifests {
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d.Platform.OS+"/"+d.Platform.Architecture+" "+cf.OS+"/"+cf.Architecture)
+	}
+	if want := []string{"linux/amd64 linux/amd64", "linux/arm64 linux/arm64"}; !slices.Equal(got, want) {
+		t.Errorf("platforms (index, config) %q, want %q", got, want)
+	}
+}
+
+// TestRootfsRefusesAnotherArchitecture: a binary of the host's
+// architecture in an arm64 image fails the build.
+func TestRootfsRefusesAnotherArchitecture(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := spec
+	t.Cleanup(func() { spec = saved })
+	spec.static = true
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	if _, err := rootfs("/", self, nil, other); err == nil || !strings.Contains(err.Error(), "not EM_") {
+		t.Errorf("a %s binary in a %s image: %v, want refused", runtime.GOARCH, other, err)
 	}
 }

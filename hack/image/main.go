@@ -5,6 +5,7 @@
 //
 //	image -root DIR -bin FILE -packages FILE -version V -revision R -created UNIX -o ARCHIVE
 //	image -root / -bin FILE -packages FILE -rootfs DIR   (the Dockerfile's build stage)
+//	image -arch amd64,arm64 -root DIR-{arch} -bin FILE-{arch} ... -o ARCHIVE   (a multi-arch index)
 //
 // The node tests (e2e/node) build their images with it too: upstream
 // kube-proxy on the same files (-name, -entrypoint, -iptables), and the
@@ -26,6 +27,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -45,7 +47,8 @@ const repository = "localhost/kube-ipvs-proxy"
 var spec = struct {
 	name, entrypoint, iptables, programs, files, links string
 	static                                             bool
-}{name: repository, entrypoint: entrypoint}
+	archs                                              []string
+}{name: repository, entrypoint: entrypoint, archs: []string{runtime.GOARCH}}
 
 func main() {
 	root := flag.String("root", "/", "the Debian root the programs and libraries are taken from")
@@ -64,7 +67,9 @@ func main() {
 	flag.StringVar(&spec.programs, "programs", "", "more programs from the root, comma-separated (upstream kube-proxy runs ipset)")
 	flag.StringVar(&spec.files, "files", "", "more files from the root, comma-separated, at the same paths (ipset reads /etc/protocols)")
 	flag.StringVar(&spec.links, "links", "", "more symlinks, comma-separated PATH=TARGET (/bin/sh=/usr/bin/dash)")
+	archs := flag.String("arch", runtime.GOARCH, "the architectures, comma-separated (amd64, arm64); with more than one, an index of an image each, {arch} in -root and -bin naming each one's")
 	flag.Parse()
+	spec.archs = strings.Split(*archs, ",")
 	if err := run(*root, *bin, *pkgs, *rootfsDir, *version, *revision, *created, *tags, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
@@ -82,20 +87,36 @@ func run(root, bin, pkgFile, rootfsDir, version, revision string, created int64,
 			return err
 		}
 	}
-	files, err := rootfs(root, bin, packages)
-	if err != nil {
-		return err
-	}
 	if rootfsDir != "" {
+		if len(spec.archs) != 1 {
+			return fmt.Errorf("-rootfs takes one -arch")
+		}
+		files, err := rootfs(root, bin, packages, spec.archs[0])
+		if err != nil {
+			return err
+		}
 		return writeDir(rootfsDir, files)
 	}
 	if out == "" || version == "" {
 		return fmt.Errorf("-o and -version are required to write an image")
 	}
 	t := time.Unix(created, 0).UTC()
-	img, err := image(files, spec.entrypoint, t, labels(version, revision, t))
-	if err != nil {
-		return err
+	var images []platformImage
+	size, count := 0, 0
+	for _, arch := range spec.archs {
+		files, err := rootfs(strings.ReplaceAll(root, "{arch}", arch), strings.ReplaceAll(bin, "{arch}", arch), packages, arch)
+		if err != nil {
+			return fmt.Errorf("%s: %w", arch, err)
+		}
+		img, err := image(files, spec.entrypoint, arch, t, labels(version, revision, t))
+		if err != nil {
+			return err
+		}
+		images = append(images, platformImage{arch, img})
+		for _, f := range files {
+			size += len(f.data)
+		}
+		count += len(files)
 	}
 	names := []string{version}
 	for _, tag := range strings.Split(tags, ",") {
@@ -103,20 +124,22 @@ func run(root, bin, pkgFile, rootfsDir, version, revision string, created int64,
 			names = append(names, tag)
 		}
 	}
-	if err := writeArchive(out, img, names, t); err != nil {
+	if err := writeArchive(out, images, names, t); err != nil {
 		return err
-	}
-	size := 0
-	for _, f := range files {
-		size += len(f.data)
 	}
 	fi, err := os.Stat(out)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s:%s, %d files, %.1f MB unpacked, %.1f MB archive\n",
-		out, spec.name, strings.Join(names, ","), len(files), float64(size)/1e6, float64(fi.Size())/1e6)
+	fmt.Printf("%s: %s:%s (%s), %d files, %.1f MB unpacked, %.1f MB archive\n",
+		out, spec.name, strings.Join(names, ","), strings.Join(spec.archs, ", "), count, float64(size)/1e6, float64(fi.Size())/1e6)
 	return nil
+}
+
+// platformImage is one architecture's image.
+type platformImage struct {
+	arch string
+	img  v1.Image
 }
 
 // readPackages reads one package name per line; # starts a comment.
@@ -152,8 +175,8 @@ func labels(version, revision string, created time.Time) map[string]string {
 	return l
 }
 
-// image is files as one layer on an empty base, run as entry.
-func image(files []file, entry string, created time.Time, labels map[string]string) (v1.Image, error) {
+// image is files as one layer on an empty base, run as entry, for arch.
+func image(files []file, entry, arch string, created time.Time, labels map[string]string) (v1.Image, error) {
 	data, err := layerTar(files, created)
 	if err != nil {
 		return nil, err
@@ -178,7 +201,7 @@ func image(files []file, entry string, created time.Time, labels map[string]stri
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Architecture, cf.OS = arch, "linux"
 	cf.Created = v1.Time{Time: created}
 	cf.Config.Entrypoint = []string{entry}
 	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin"}
@@ -234,10 +257,12 @@ func layerTar(files []file, mtime time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeArchive writes img as an OCI image layout in a tar, once per name:
-// org.opencontainers.image.ref.name is the tag (skopeo's and podman's way),
-// io.containerd.image.name the full name `ctr images import` gives it.
-func writeArchive(out string, img v1.Image, names []string, mtime time.Time) error {
+// writeArchive writes the images as an OCI image layout in a tar, once per
+// name: org.opencontainers.image.ref.name is the tag (skopeo's and podman's
+// way), io.containerd.image.name the full name `ctr images import` gives
+// it. One image is written as itself; several as an index of them, each
+// with its platform, which a runtime picks its own from.
+func writeArchive(out string, images []platformImage, names []string, mtime time.Time) error {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".image-")
 	if err != nil {
 		return err
@@ -247,11 +272,25 @@ func writeArchive(out string, img v1.Image, names []string, mtime time.Time) err
 	if err != nil {
 		return err
 	}
+	var index v1.ImageIndex
+	if len(images) > 1 {
+		index = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+		for _, pi := range images {
+			index = mutate.AppendManifests(index, mutate.IndexAddendum{Add: pi.img,
+				Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: pi.arch}}})
+		}
+	}
 	for _, n := range names {
-		err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		names := layout.WithAnnotations(map[string]string{
 			"org.opencontainers.image.ref.name": n,
 			"io.containerd.image.name":          spec.name + ":" + n,
-		}))
+		})
+		var err error
+		if index != nil {
+			err = p.AppendIndex(index, names)
+		} else {
+			err = p.AppendImage(images[0].img, names)
+		}
 		if err != nil {
 			return err
 		}

@@ -14,11 +14,30 @@ import (
 // taken from: Debian's packages keep /lib and /bin apart, an installed
 // bookworm merges them into /usr. So `make image` (packages unpacked) and the
 // Dockerfile (packages installed) lay out the same files.
-const (
-	entrypoint = "/usr/local/bin/kube-ipvs-proxy"
-	libDir     = "/lib/x86_64-linux-gnu"
-	xtablesDir = "/usr/lib/x86_64-linux-gnu/xtables" // built into libxtables
-)
+const entrypoint = "/usr/local/bin/kube-ipvs-proxy"
+
+// platform is what the files of one architecture's image differ by:
+// Debian's multiarch directory, and the ELF machine its programs are for.
+type platform struct {
+	triplet string
+	machine elf.Machine
+}
+
+// platforms are the architectures an image can be built for, by GOARCH.
+var platforms = map[string]platform{
+	"amd64": {"x86_64-linux-gnu", elf.EM_X86_64},
+	"arm64": {"aarch64-linux-gnu", elf.EM_AARCH64},
+}
+
+// libDir holds every library and the loader; xtablesDir the iptables
+// extensions, a path built into libxtables.
+func (p platform) libDir() string     { return "/lib/" + p.triplet }
+func (p platform) xtablesDir() string { return "/usr/lib/" + p.triplet + "/xtables" }
+
+// libSearch is where a shared library is looked for in the root, in order.
+func (p platform) libSearch() []string {
+	return []string{"lib/" + p.triplet, "usr/lib/" + p.triplet, "lib64", "lib", "usr/lib"}
+}
 
 // programs are the executables the proxier runs, by their place in the
 // image. Both iptables backends are there: the proxier picks the one that
@@ -43,9 +62,6 @@ var links = func() map[string]string {
 	return l
 }()
 
-// libSearch is where a shared library is looked for in the root, in order.
-var libSearch = []string{"lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "lib", "usr/lib"}
-
 // file is one entry of the image's only layer.
 type file struct {
 	path string // absolute, in the image
@@ -60,10 +76,17 @@ type file struct {
 // and the iptables extensions, which are loaded by name at run time), and
 // each package's copyright file. A library that cannot be found is an
 // error, so a package missing from the list fails the build rather than
-// the node.
-func rootfs(root, binary string, packages []string) ([]file, error) {
-	b := &builder{root: root, files: map[string]file{}}
+// the node, and so is a program of another architecture than arch.
+func rootfs(root, binary string, packages []string, arch string) ([]file, error) {
+	p, ok := platforms[arch]
+	if !ok {
+		return nil, fmt.Errorf("no platform %q: want amd64 or arm64", arch)
+	}
+	b := &builder{root: root, files: map[string]file{}, platform: p}
 	if err := b.add(spec.entrypoint, binary); err != nil {
+		return nil, err
+	}
+	if err := b.checkMachine(binary); err != nil {
 		return nil, err
 	}
 	if !spec.static {
@@ -100,7 +123,7 @@ func (b *builder) addIptables() error {
 		return err
 	}
 	for _, src := range exts {
-		dst := path.Join(xtablesDir, filepath.Base(src))
+		dst := path.Join(b.xtablesDir(), filepath.Base(src))
 		if target, err := os.Readlink(src); err == nil {
 			// An alias of another extension (libxt_NOTRACK.so → libxt_CT.so).
 			b.files[dst] = file{path: dst, mode: os.ModeSymlink | 0o777, link: target}
@@ -169,6 +192,22 @@ func (b *builder) list() []file {
 type builder struct {
 	root  string
 	files map[string]file
+	platform
+}
+
+// checkMachine refuses a program built for another architecture: an image
+// of mixed ones would fail only on the node. (A file that is no ELF, as a
+// test's stand-in, is not checked.)
+func (b *builder) checkMachine(src string) error {
+	f, err := elf.Open(src)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if f.Machine != b.machine {
+		return fmt.Errorf("%s is for %s, not %s", src, f.Machine, b.machine)
+	}
+	return nil
 }
 
 // find is the first of dirs under the root that holds name, symlinks
@@ -241,6 +280,9 @@ func (b *builder) addELF(dst, src string) error {
 		return fmt.Errorf("%s: %w", src, err)
 	}
 	defer f.Close()
+	if f.Machine != b.machine {
+		return fmt.Errorf("%s is for %s, not %s", src, f.Machine, b.machine)
+	}
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
 			continue
@@ -256,7 +298,7 @@ func (b *builder) addELF(dst, src string) error {
 		if err != nil {
 			return fmt.Errorf("%s: interpreter: %w", src, err)
 		}
-		loader := path.Join(libDir, path.Base(name))
+		loader := path.Join(b.libDir(), path.Base(name))
 		if err := b.addELF(loader, isrc); err != nil {
 			return err
 		}
@@ -270,11 +312,11 @@ func (b *builder) addELF(dst, src string) error {
 		return fmt.Errorf("%s: %w", src, err)
 	}
 	for _, lib := range needed {
-		lsrc, err := b.find(lib, libSearch)
+		lsrc, err := b.find(lib, b.libSearch())
 		if err != nil {
 			return fmt.Errorf("%s needs %s: %w", dst, lib, err)
 		}
-		if err := b.addELF(path.Join(libDir, lib), lsrc); err != nil {
+		if err := b.addELF(path.Join(b.libDir(), lib), lsrc); err != nil {
 			return err
 		}
 	}
@@ -283,7 +325,7 @@ func (b *builder) addELF(dst, src string) error {
 
 // xtables lists the iptables extensions in the root.
 func (b *builder) xtables() ([]string, error) {
-	for _, d := range []string{"usr/lib/x86_64-linux-gnu/xtables", "lib/x86_64-linux-gnu/xtables"} {
+	for _, d := range []string{"usr/lib/" + b.triplet + "/xtables", "lib/" + b.triplet + "/xtables"} {
 		m, _ := filepath.Glob(filepath.Join(b.root, d, "*.so"))
 		var out []string
 		for _, p := range m {
