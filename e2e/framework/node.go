@@ -276,6 +276,20 @@ func (e *Env) Kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// Script runs a shell script as an operator at a terminal would: sh -eu
+// with kubectl on the PATH and the admin's kubeconfig, and env (NAME=value)
+// besides. It returns the script's output.
+func (e *Env) Script(script string, env ...string) (string, error) {
+	cmd := exec.Command("sh", "-eu", "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(k8sBin("kubectl"))+":"+os.Getenv("PATH"), "KUBECONFIG="+e.Kubeconfig("admin"))
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("sh: %w: %s", err, out)
+	}
+	return string(out), nil
+}
+
 // PodAt is the pod the container runtime made with address ip: its network
 // namespace, found by that address among the runtime's (/run/netns/cni-*),
 // for a client whose sockets live in a real pod.
