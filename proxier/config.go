@@ -10,7 +10,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 )
 
-// Config is what the proxier needs from the command line.
+// Config is what the proxier needs from its configuration (the flags and
+// the config file, which package app reads) and from its caller.
 type Config struct {
 	// Desired is what the desired state of a Service depends on besides
 	// the API objects. Its IPv6Capable also makes the KUBE-6- ipsets and

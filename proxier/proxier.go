@@ -208,37 +208,67 @@ func (p *Proxier) Run(ctx context.Context) {
 // inline rather than in the background; for tests and tools.
 func (p *Proxier) SyncNow() { p.syncOnce(true) }
 
-// syncOnce reports whether it applied changes (see runner).
+// syncOnce reports whether it applied changes (see runner). A sync is
+// three steps: schedule decides what it takes, sync writes it, observe
+// reports it.
 //
 // A kernel object that fails to be written does not fail the sync: it is
-// retried alone (see status.Table) and reported by reportObjects. A sync
-// fails only when it cannot write at all: the first sync, when the kernel
-// cannot be read. That, and only that, keeps health from being updated.
+// retried alone (see status.Table) and reported by reportObjects. Health
+// is not updated (markSynced) when a sync cannot write at all, the first
+// sync when the kernel cannot be read, or, as upstream, while the kernel
+// setup (kube-ipvs0, the ipsets, the iptables chains) fails.
 func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	called := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	r, ok := p.schedule(inline)
+	if !ok {
+		return r.applied
+	}
+	read, err := p.sync(r.inputs, r.first, r.setUp, r.due, inline)
+	p.observe(r, read, err, called)
+	return r.applied
+}
+
+// syncRound is what schedule decided one sync takes.
+type syncRound struct {
+	start time.Time
+	// first is the first sync: every Service, the kernel adopted before
+	// anything is written.
+	first bool
+	// due says a drift check is due; setUp that the kernel setup is done.
+	due, setUp bool
+	inputs     []serviceInput
+	// applied says the sync applies changes (see runner).
+	applied bool
+}
+
+// schedule decides what this sync takes: the changed Services (every one
+// at the first sync, after the critical ones), whether a drift check is
+// due, and the node's addresses re-read when one starts. It says no (ok
+// false) while the informers have not listed, or the node's addresses were
+// never read; r.applied then says whether critical Services were
+// programmed early.
+func (p *Proxier) schedule(inline bool) (r syncRound, ok bool) {
 	if !p.changeTracker.synced() {
 		if p.critical != nil && p.critical.synced() {
-			return p.programCriticalEarly()
+			return syncRound{applied: p.programCriticalEarly()}, false
 		}
 		p.log.Debug("skipping sync: informer caches not synced yet")
-		return false
+		return r, false
 	}
-	start := time.Now()
-	// The first sync recomputes every Service and adopts the kernel before
-	// writing anything; later syncs take only the changed Services.
-	first := p.drift.lastFull.IsZero()
-	due := p.drift.needFull || start.Sub(p.drift.lastFull) >= p.cfg.SyncPeriod || !p.drift.fullAt.IsZero() && !start.Before(p.drift.fullAt)
+	r.start = time.Now()
+	r.first = p.drift.lastFull.IsZero()
+	r.due = p.drift.needFull || r.start.Sub(p.drift.lastFull) >= p.cfg.SyncPeriod || !p.drift.fullAt.IsZero() && !r.start.Before(p.drift.fullAt)
 	// The node's addresses are re-read when a drift check starts, not at
 	// every sync while one runs.
-	if first || due && !p.rec.Checking() || p.nodeIPs.takeChanged() {
+	if r.first || r.due && !p.rec.Checking() || p.nodeIPs.takeChanged() {
 		if err := p.refreshNodeIPs(); err != nil {
 			p.waitForNodeAddrs(err)
-			return false
+			return syncRound{}, false
 		}
 	}
-	if first {
+	if r.first {
 		p.log.Info("informer caches synced; first sync")
 		if p.critical != nil {
 			close(p.criticalStop)
@@ -247,28 +277,32 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	}
 	// Critical Services (default/kubernetes, cluster DNS) go first: node
 	// agents wait on them, and a cold start at scale is long.
-	setUp := p.setup.done
-	if first {
-		if !setUp {
-			setUp = p.takeEarlySetup()
+	r.setUp = p.setup.done
+	if r.first {
+		if !r.setUp {
+			r.setUp = p.takeEarlySetup()
 		}
 		inputs := p.changeTracker.peek(p.cfg.CriticalServices)
 		p.warnMissingCritical(inputs)
-		setUp = p.programCritical(inputs, setUp)
+		r.setUp = p.programCritical(inputs, r.setUp)
 	} else {
-		p.retrySetup(start, inline)
+		p.retrySetup(r.start, inline)
 	}
-	inputs := p.changeTracker.take(first)
-	applied = first || len(inputs) > 0
+	r.inputs = p.changeTracker.take(r.first)
+	r.applied = r.first || len(r.inputs) > 0
 	s, e := p.changeTracker.pendingCounts()
 	p.metrics.ServiceChangesPending.Set(float64(s))
 	p.metrics.EndpointChangesPending.Set(float64(e))
+	return r, true
+}
 
-	read, err := p.sync(inputs, first, setUp, due, inline)
+// observe reports a sync: its metrics, the retry of what failed (a failed
+// kernel read is retried after a backoff), health, and one log line.
+func (p *Proxier) observe(r syncRound, read *reconciler.CheckResult, err error, called time.Time) {
 	out := p.rec.Outcome()
 	done := out.Work
 	full := read != nil
-	elapsed := time.Since(start)
+	elapsed := time.Since(r.start)
 	if full {
 		elapsed = time.Since(read.Started)
 	}
@@ -299,7 +333,7 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		if retry.IsZero() || p.drift.fullAt.Before(retry) {
 			retry = p.drift.fullAt
 		}
-		p.log.Error("kernel read failed; retrying", zap.Error(err), zap.Bool("first", first), zap.Duration("retryIn", backoff))
+		p.log.Error("kernel read failed; retrying", zap.Error(err), zap.Bool("first", r.first), zap.Duration("retryIn", backoff))
 	}
 	if !retry.IsZero() {
 		p.runner.RetryAt(retry)
@@ -307,17 +341,17 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	if err != nil || failed > 0 {
 		p.metrics.SyncFailuresTotal.Inc()
 	}
-	if err != nil && first {
-		return applied
+	if err != nil && r.first {
+		return
 	}
 	now := time.Now()
-	if first && p.cfg.AfterFirstSync != nil {
+	if r.first && p.cfg.AfterFirstSync != nil {
 		go p.cfg.AfterFirstSync()
 	}
 	if full && err == nil {
 		p.drift.lastFull, p.drift.needFull, p.drift.fullAt, p.drift.failures = now, false, time.Time{}, 0
 	}
-	for _, in := range inputs {
+	for _, in := range r.inputs {
 		if in.change == nil {
 			continue
 		}
@@ -333,16 +367,16 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 	p.markSynced()
 	// One line per sync: its counts and time at Info, and with -v 4 where
 	// the time went.
-	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(inputs)),
+	fields := []zap.Field{zap.Bool("full", full), zap.Int("services", len(r.inputs)),
 		zap.Int("kernelOps", done.Ops), zap.Int("failedObjects", failed), zap.Duration("took", elapsed)}
 	ce := p.log.Check(zap.DebugLevel, "synced")
 	if ce == nil {
 		p.log.Info("synced", fields...)
-		return applied
+		return
 	}
 	// Where a slow change went: waiting for a drift check's adopt, and the
 	// kernel writes by kind.
-	fields = append(fields, zap.Duration("lockWait", start.Sub(called)), zap.Duration("writeAddresses", done.Times.Addresses),
+	fields = append(fields, zap.Duration("lockWait", r.start.Sub(called)), zap.Duration("writeAddresses", done.Times.Addresses),
 		zap.Duration("writeEntries", done.Times.Entries), zap.Duration("writeVirtualServers", done.Times.VirtualServers))
 	if full {
 		fields = append(fields, zap.Duration("setup", read.Setup), zap.Duration("read", read.Read), zap.Duration("adopt", read.Adopt))
@@ -354,7 +388,6 @@ func (p *Proxier) syncOnce(inline bool) (applied bool) {
 		}
 	}
 	ce.Write(fields...)
-	return applied
 }
 
 // sync applies the changed Services. When a drift check is due it starts

@@ -25,7 +25,7 @@ import (
 // a separate belief for each, which only its lane touches. At 10k Services
 // a cold start wrote 3.5 s of addresses, then 0.6 s of entries, then 2.8 s
 // of virtual servers in the test VM, one after the other. A key whose
-// kernel write fails stays dirty, and its object's status (see StatusTable)
+// kernel write fails stays dirty, and its object's status (a status.Table)
 // says when an apply retries it. The errors are this apply's failed writes.
 func (r *Reconciler) apply() []error { return r.write(nil) }
 

@@ -71,7 +71,7 @@ func (r *Reconciler) CheckNow(setup func() error) CheckResult {
 }
 
 // StartCheck starts a drift check on its own goroutine and calls done when
-// its read has been adopted; checkDone then returns it.
+// its read has been adopted; CheckDone then returns it.
 func (r *Reconciler) StartCheck(setup func() error, done func()) {
 	r.mu.Lock()
 	r.beginRead()

@@ -23,8 +23,9 @@ import (
 // which handles only the keys marked dirty.
 //
 // The exported methods take mu (Record, Sync, ProgramFirst, Outcome,
-// Failed, and the drift check's CheckNow, StartCheck, CheckDone); the
-// others expect it held.
+// Failed, and the drift check's CheckNow and StartCheck); the others expect
+// it held. Checking and CheckDone take no lock: they touch only the drift
+// check's hand-over, which the sync goroutine alone reads and writes.
 type Reconciler struct {
 	// mu guards the reconciler's state: a sync holds it throughout, a
 	// drift check a slice at a time (see pacer).
