@@ -48,7 +48,9 @@ go run ./hack/image -static -packages "" -created 0 -tags "" -name registry.k8s.
 # binary on a root of Debian packages with what the tests exec in their
 # pods: sh, OpenBSD nc, curl, GNU wget, ss, dig and getent (the DNS tests'
 # musl querier is agnhost), and every other busybox applet (seq, dd, date,
-# tr, nslookup, ...), as upstream's Alpine-based image has them.
+# tr, nslookup, ...), as upstream's Alpine-based image has them; CoreDNS as
+# /coredns (a DNS test's server) and pause as the default argument (a
+# hostNetwork pod started with none), as upstream's Dockerfile has them.
 # (busybox-static's wget crashed in hostNetwork pods, so wget is Debian's.)
 # /bin is /usr/bin, as on a merged-/usr Debian: the tests run /bin/sleep.
 agn=$dir/agnhost-root
@@ -56,6 +58,7 @@ top="dash netcat-openbsd curl wget iproute2 bind9-dnsutils libc-bin busybox-stat
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances --no-pre-depends $top 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
 hack/debs.sh "$dir/debs/agnhost" -x "$agn" $closure
+install -m 0755 "$(ls "$dir"/bin/coredns-* | tail -1)" "$agn/coredns"
 echo "$closure" >"$dir/agnhost-packages"
 programs="dash nc.openbsd curl wget ss dig getent busybox"
 links="/bin=usr/bin,/usr/bin/sh=dash,/usr/bin/nc=nc.openbsd"
@@ -64,7 +67,7 @@ for a in $("$agn/bin/busybox" --list); do
   links="$links,/usr/bin/$a=busybox"
 done
 go run ./hack/image -static -root "$agn" -packages "$dir/agnhost-packages" -created 0 -tags "" \
-  -programs "${programs// /,}" -links "$links" \
+  -programs "${programs// /,}" -links "$links" -files /coredns -cmd pause \
   -name registry.k8s.io/e2e-test-images/agnhost -version "$agnver" -bin "$kbin/agnhost" -entrypoint /agnhost \
   -o "$dir/images/agnhost.tar" >/dev/null
 [ "$nodes" -le 1 ] || hack/test-images.sh "$dir" "$manifest" "$kbin" >/dev/null

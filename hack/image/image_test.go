@@ -256,7 +256,7 @@ func untar(archive, dir string) error {
 func TestStaticImageHoldsItsBinaryAlone(t *testing.T) {
 	saved := spec
 	t.Cleanup(func() { spec = saved })
-	spec.name, spec.entrypoint, spec.static = "registry.k8s.io/pause", "/pause", true
+	spec.name, spec.entrypoint, spec.static, spec.cmd = "registry.k8s.io/pause", "/pause", true, "serve,--flag"
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "pause")
 	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
@@ -280,6 +280,9 @@ func TestStaticImageHoldsItsBinaryAlone(t *testing.T) {
 	}
 	if !slices.Equal(cf.Config.Entrypoint, []string{"/pause"}) || cf.Config.Labels["org.opencontainers.image.title"] != "pause" {
 		t.Errorf("entrypoint %v, labels %v", cf.Config.Entrypoint, cf.Config.Labels)
+	}
+	if !slices.Equal(cf.Config.Cmd, []string{"serve", "--flag"}) {
+		t.Errorf("cmd %q, want the -cmd arguments", cf.Config.Cmd)
 	}
 	layers, err := img.Layers()
 	if err != nil || len(layers) != 1 {

@@ -45,7 +45,7 @@ const repository = "localhost/kube-ipvs-proxy"
 
 // spec says which image to build; the defaults are the proxier's.
 var spec = struct {
-	name, entrypoint, iptables, programs, files, links string
+	name, entrypoint, iptables, programs, files, links, cmd string
 	static                                             bool
 	archs                                              []string
 }{name: repository, entrypoint: entrypoint, archs: []string{runtime.GOARCH}}
@@ -67,6 +67,7 @@ func main() {
 	flag.StringVar(&spec.programs, "programs", "", "more programs from the root, comma-separated (upstream kube-proxy runs ipset)")
 	flag.StringVar(&spec.files, "files", "", "more files from the root, comma-separated, at the same paths (ipset reads /etc/protocols)")
 	flag.StringVar(&spec.links, "links", "", "more symlinks, comma-separated PATH=TARGET (/bin/sh=/usr/bin/dash)")
+	flag.StringVar(&spec.cmd, "cmd", "", "the image's default arguments, comma-separated (agnhost's: pause)")
 	archs := flag.String("arch", runtime.GOARCH, "the architectures, comma-separated (amd64, arm64); with more than one, an index of an image each, {arch} in -root and -bin naming each one's")
 	flag.Parse()
 	spec.archs = strings.Split(*archs, ",")
@@ -204,6 +205,9 @@ func image(files []file, entry, arch string, created time.Time, labels map[strin
 	cf.Architecture, cf.OS = arch, "linux"
 	cf.Created = v1.Time{Time: created}
 	cf.Config.Entrypoint = []string{entry}
+	if spec.cmd != "" {
+		cf.Config.Cmd = strings.Split(spec.cmd, ",")
+	}
 	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin"}
 	cf.Config.Labels = labels
 	return mutate.ConfigFile(img, cf)
