@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -65,41 +66,83 @@ func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
 // drain deletes weight-0 real servers whose connections had ended when the
 // kernel was read, from the read's counters: no request per virtual server on
 // the sync goroutine. Virtual servers written during the read wait for the
-// next drift check, as their counters may predate the write.
+// next drift check, as their counters may predate the write. The deletes
+// are a kind of their own (drainedReals), written by writeKind as every
+// other write is.
 func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
-	var ops []ipvs.Op
+	defer r.endDrained()
+	r.forgetVanished(v, written)
+	draining := make(map[ipvs.Key]bool, len(r.draining.reals))
+	for k := range r.draining.reals {
+		draining[k] = true
+	}
+	l := writeKind(drainedReals{r: r, seen: v, written: written}, allKeys(&draining), r.now())
+	r.done.Ops += l.ops
+	return l.errs
+}
+
+// forgetVanished forgets the draining real servers the read no longer saw:
+// their connections ended and the kernel let them go, or someone deleted
+// them.
+func (r *Reconciler) forgetVanished(v *kernelView, written map[ipvs.Key]bool) {
 	for k, ids := range r.draining.reals {
 		seen := v.vs[k].reals
 		if written[k] || seen == nil {
 			continue
 		}
 		for id := range ids {
-			rs, ok := seen.get(id)
-			if !ok {
+			if _, ok := seen.get(id); !ok {
 				delete(ids, id)
 				r.vs.have[k].reals.remove(id)
-				continue
-			}
-			if rs.ActiveConns+rs.InactiveConns == 0 {
-				ops = append(ops, ipvs.Op{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: k}, RS: rs})
 			}
 		}
 		if len(ids) == 0 {
 			delete(r.draining.reals, k)
 		}
 	}
-	defer r.endDrained()
+}
+
+// drainedReals is the kind of the drain's writes: its keys are virtual
+// servers with draining real servers, its writes the deletes of those the
+// read saw with no connection left.
+type drainedReals struct {
+	r       *Reconciler
+	seen    *kernelView
+	written map[ipvs.Key]bool
+}
+
+func (d drainedReals) plan(k ipvs.Key, _ time.Time, p *plans[ipvs.Op]) bool {
+	seen := d.seen.vs[k].reals
+	if d.written[k] || seen == nil {
+		return false
+	}
+	for id := range d.r.draining.reals[k] {
+		if rs, ok := seen.get(id); ok && !connected(rs) {
+			p.removals = append(p.removals, ipvs.Op{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: k}, RS: rs})
+		}
+	}
+	return false
+}
+
+func (d drainedReals) write(ops []ipvs.Op, _ bool) ([]error, error) { return d.r.ipvs.Write(ops), nil }
+
+// record believes the deletes the kernel took; a refused one stays
+// draining, its failure in the real server's status, and the next drift
+// check tries it again.
+func (d drainedReals) record(ops []ipvs.Op, answers []error, _ bool, now time.Time, _ map[ipvs.Key]bool) (int, []error) {
+	r := d.r
 	var errs []error
-	for i, err := range r.ipvs.Write(ops) {
+	n := 0
+	for i, err := range answers {
 		k, id := ops[i].VS.Key, ops[i].RS.ID()
 		r.vs.wrote(k)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
-			r.rsStatus.fail(k, id, err, r.now(), r.vs.want.owner(k))
+			r.rsStatus.fail(k, id, err, now, r.vs.want.owner(k))
 			continue
 		}
 		r.rsStatus.ok(k, id)
-		r.done.Ops++
+		n++
 		r.vs.have[k].reals.remove(id)
 		if ids := r.draining.reals[k]; ids != nil {
 			delete(ids, id)
@@ -108,5 +151,5 @@ func (r *Reconciler) drain(v *kernelView, written map[ipvs.Key]bool) []error {
 			}
 		}
 	}
-	return errs
+	return n, errs
 }
