@@ -42,6 +42,7 @@ func (r *Reconciler) write(first *priority) []error {
 	var wg sync.WaitGroup
 	wg.Go(func() { addrs = writeKind(r.addresses(), addrKeys, now) })
 	wg.Go(func() { entries = writeKind(r.entries(), entryKeys, now) })
+	r.prepare(vsKeys, now)
 	vs := writeKind(virtualServers{r}, vsKeys, now)
 	r.clearStaleFlows()
 	wg.Wait()

@@ -62,10 +62,104 @@ func (vk virtualServers) record(ops []ipvs.Op, answers []error, _ bool, now time
 	return n, errs
 }
 
+// change is what one virtual server needs, as prepare and plan both see
+// it: the wanted state (with no real server, for an unwanted one that
+// drains whole), what is believed held, and the virtual server's own write
+// (vsOp.Kind 0 for none).
+type change struct {
+	want                      desired.VirtualServer
+	have                      heldVS
+	wanted, exists, drainsAll bool
+	vsOp                      ipvs.Op
+}
+
+func (r *Reconciler) changeOf(k ipvs.Key) change {
+	c := change{}
+	c.want, c.wanted = r.vs.want.get(k)
+	c.have, c.exists = r.vs.have[k]
+	c.drainsAll = !c.wanted && c.exists && r.drainsWhole(k, c.have)
+	if c.drainsAll {
+		c.want = desired.VirtualServer{Virtual: c.have.vs} // no real server wanted
+	}
+	c.vsOp = ipvs.Op{VS: c.want.Virtual}
+	switch {
+	case !c.wanted && !c.exists, c.drainsAll:
+	case !c.wanted:
+		c.vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: c.have.vs}
+	case !c.exists:
+		c.vsOp.Kind = ipvs.AddVS
+	case c.have.vs != c.want.Virtual:
+		c.vsOp.Kind = ipvs.UpdateVS
+	}
+	return c
+}
+
+// realsWritten says whether plan writes c's real servers: not when the
+// virtual server goes (they go with it) or its own write waits for a retry.
+func (c change) realsWritten(r *Reconciler, k ipvs.Key, now time.Time) bool {
+	if !c.wanted && !c.drainsAll {
+		return false
+	}
+	return c.vsOp.Kind == 0 || !r.vs.status.Waiting(k, now)
+}
+
+// prepare is what an apply does for the virtual servers of keys before
+// plan: it decides which removed TCP real servers drain (weight 0 until
+// their connections end) and which go at once, reading a virtual server's
+// connection counts where a drain would start (see drain.go), ends the
+// drain of real servers wanted again, and notes the UDP flows that removed
+// real servers leave behind. plan then only reads.
+func (r *Reconciler) prepare(keys keys[ipvs.Key], now time.Time) {
+	for k := range keys.each() {
+		c := r.changeOf(k)
+		if c.have.reals.len() == 0 && r.draining.reals[k] == nil || !c.realsWritten(r, k, now) {
+			continue // nothing removed, nothing draining: a new virtual server
+		}
+		wantedRS := make(map[netip.AddrPort]bool, len(c.want.Reals))
+		for _, rs := range c.want.Reals {
+			id := rs.ID()
+			wantedRS[id] = true
+			if d := r.draining.reals[k]; d != nil {
+				delete(d, id)
+				if len(d) == 0 {
+					delete(r.draining.reals, k)
+				}
+			}
+		}
+		var conns *realSet
+		connsRead, staleUDP := false, false
+		for _, cur := range c.have.reals.members() {
+			id := cur.ID()
+			switch {
+			case wantedRS[id]:
+			case k.Protocol != ipvs.TCP:
+				// Removing a UDP real server while others serve leaves
+				// conntrack entries answered by it (see package conntrack).
+				staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(c.want.Reals) > 0)
+			case !r.draining.reals[k][id]:
+				// A drain would start: only what carries connections
+				// drains; unread, it drains and the drift check decides.
+				if !connsRead {
+					conns, connsRead = r.connectionsOf(k), true
+				}
+				if rs, ok := conns.get(id); conns != nil && (!ok || !connected(rs)) {
+					continue
+				}
+				if r.draining.reals[k] == nil {
+					r.draining.reals[k] = map[netip.AddrPort]bool{}
+				}
+				r.draining.reals[k][id] = true
+			}
+		}
+		if staleUDP {
+			r.flows.pending = append(r.flows.pending, conntrack.Stale{VIP: netip.AddrPortFrom(k.Address, k.Port), Keep: slices.Collect(maps.Keys(wantedRS))})
+		}
+	}
+}
+
 // plan adds the writes that make one virtual server and its real servers
-// as wanted. An unwanted TCP real server that carries connections is
-// drained (weight 0 until they end); one that carries none is deleted (see
-// drain.go).
+// as wanted, as prepare decided: an unwanted TCP real server that drains
+// goes to weight 0, any other unwanted one is deleted.
 func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (waits bool) {
 	r := vk.r
 	add := func(op ipvs.Op) {
@@ -75,36 +169,21 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 			p.puts = append(p.puts, op)
 		}
 	}
-	want, wanted := r.vs.want.get(k)
-	have, exists := r.vs.have[k]
-	drainsWhole := !wanted && exists && r.drainsWhole(k, have)
-	if drainsWhole {
-		want = desired.VirtualServer{Virtual: have.vs} // no real server wanted
-	}
-	vsOp := ipvs.Op{VS: want.Virtual}
-	switch {
-	case !wanted && !exists:
+	c := r.changeOf(k)
+	if !c.wanted && !c.exists {
 		r.vs.status.OK(k)
 		r.rsStatus.forget(k)
 		return false
-	case drainsWhole:
-		r.vs.status.OK(k)
-	case !wanted:
-		vsOp = ipvs.Op{Kind: ipvs.DeleteVS, VS: have.vs}
-	case !exists:
-		vsOp.Kind = ipvs.AddVS
-	case have.vs != want.Virtual:
-		vsOp.Kind = ipvs.UpdateVS
-	default:
-		r.vs.status.OK(k)
 	}
-	if vsOp.Kind != 0 {
+	if c.vsOp.Kind == 0 {
+		r.vs.status.OK(k)
+	} else {
 		if r.vs.status.Waiting(k, now) {
 			return true
 		}
-		add(vsOp)
+		add(c.vsOp)
 	}
-	if !wanted && !drainsWhole {
+	if !c.wanted && !c.drainsAll {
 		return false
 	}
 	rsOp := func(kind ipvs.OpKind, rs ipvs.RealServer) {
@@ -112,14 +191,11 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 			waits = true
 			return
 		}
-		add(ipvs.Op{Kind: kind, VS: want.Virtual, RS: rs})
+		add(ipvs.Op{Kind: kind, VS: c.want.Virtual, RS: rs})
 	}
-	haveRS := have.reals
-	// Removing a UDP real server while others serve leaves conntrack
-	// entries answered by it (see package conntrack).
-	staleUDP := false
-	wantedRS := make(map[netip.AddrPort]bool, len(want.Reals))
-	for _, rs := range want.Reals {
+	haveRS := c.have.reals
+	wantedRS := make(map[netip.AddrPort]bool, len(c.want.Reals))
+	for _, rs := range c.want.Reals {
 		id := rs.ID()
 		wantedRS[id] = true
 		cur, ok := haveRS.get(id)
@@ -131,48 +207,18 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 		default:
 			r.rsStatus.ok(k, id)
 		}
-		if d := r.draining.reals[k]; d != nil {
-			delete(d, id)
-			if len(d) == 0 {
-				delete(r.draining.reals, k)
-			}
-		}
 	}
-	var conns *realSet
-	connsRead := false
 	for _, cur := range haveRS.members() {
-		id := cur.ID()
-		if wantedRS[id] {
-			continue
-		}
-		if k.Protocol != ipvs.TCP {
-			// Datagram protocols have no connection end to wait for.
+		switch id := cur.ID(); {
+		case wantedRS[id]:
+		case k.Protocol == ipvs.TCP && r.draining.reals[k][id]:
+			if cur.Weight != 0 {
+				cur.Weight = 0
+				rsOp(ipvs.UpdateRS, cur)
+			}
+		default:
 			rsOp(ipvs.DeleteRS, cur)
-			staleUDP = staleUDP || (k.Protocol == ipvs.UDP && len(want.Reals) > 0)
-			continue
 		}
-		if !r.draining.reals[k][id] {
-			// A drain would start: only what carries connections drains
-			// (see drain.go).
-			if !connsRead {
-				conns, connsRead = r.connectionsOf(k), true
-			}
-			if rs, ok := conns.get(id); conns != nil && (!ok || !connected(rs)) {
-				rsOp(ipvs.DeleteRS, cur)
-				continue
-			}
-		}
-		if cur.Weight != 0 {
-			cur.Weight = 0
-			rsOp(ipvs.UpdateRS, cur)
-		}
-		if r.draining.reals[k] == nil {
-			r.draining.reals[k] = map[netip.AddrPort]bool{}
-		}
-		r.draining.reals[k][id] = true
-	}
-	if staleUDP {
-		r.flows.pending = append(r.flows.pending, conntrack.Stale{VIP: netip.AddrPortFrom(k.Address, k.Port), Keep: slices.Collect(maps.Keys(wantedRS))})
 	}
 	// A real server that failed and is now neither wanted nor present
 	// needs nothing more.
