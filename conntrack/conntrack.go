@@ -43,25 +43,26 @@ func (Netlink) Clear(stale []Stale) (int, error) {
 		fam = unix.AF_INET6
 	}
 	f := newFilter(stale)
-	// A flow changing while the table is dumped interrupts the dump; the
-	// flows it deleted matched the filter, but others may have been
-	// missed, so the pass is made again, as a whole.
+	return passes(func() (uint, error) { return netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, f) })
+}
+
+// passes makes a deleting pass over the table until one is not
+// interrupted, and counts what every pass deleted. A flow changing while
+// the table is dumped interrupts the dump; the flows it deleted matched
+// the filter, but others may have been missed, so the pass is made again,
+// as a whole.
+func passes(pass func() (uint, error)) (int, error) {
 	total := 0
 	var err error
 	for i := 0; i < nlbatch.WholeAttempts; i++ {
 		var n uint
-		n, err = deleteFilters(netlink.ConntrackTable, fam, f)
+		n, err = pass()
 		total += int(n)
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
 	}
 	return total, err
-}
-
-// deleteFilters is the one kernel call Clear makes; tests replace it.
-var deleteFilters = func(t netlink.ConntrackTableType, fam netlink.InetFamily, f netlink.CustomConntrackFilter) (uint, error) {
-	return netlink.ConntrackDeleteFilters(t, fam, f)
 }
 
 // filter matches the UDP entries the stale list names.

@@ -84,22 +84,18 @@ func TestSettingsAsUpstream(t *testing.T) {
 // the table again, counting what every pass deleted, and reports only what
 // the last pass says.
 func TestClearPassesAgainOverAnInterruptedDump(t *testing.T) {
-	defer func(f func(netlink.ConntrackTableType, netlink.InetFamily, netlink.CustomConntrackFilter) (uint, error)) {
-		deleteFilters = f
-	}(deleteFilters)
 	answers := []struct {
 		n   uint
 		err error
 	}{{2, netlink.ErrDumpInterrupted}, {1, netlink.ErrDumpInterrupted}, {3, nil}}
-	passes := 0
-	deleteFilters = func(netlink.ConntrackTableType, netlink.InetFamily, netlink.CustomConntrackFilter) (uint, error) {
-		a := answers[passes]
-		passes++
+	made := 0
+	n, err := passes(func() (uint, error) {
+		a := answers[made]
+		made++
 		return a.n, a.err
-	}
-	stale := []Stale{{VIP: netip.MustParseAddrPort("10.96.0.10:53")}}
-	if n, err := (Netlink{}).Clear(stale); n != 6 || err != nil || passes != 3 {
-		t.Fatalf("Clear = %d, %v after %d passes; want 6, nil after 3", n, err, passes)
+	})
+	if n != 6 || err != nil || made != 3 {
+		t.Fatalf("passes = %d, %v after %d passes; want 6, nil after 3", n, err, made)
 	}
 }
 

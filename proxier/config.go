@@ -45,6 +45,9 @@ type Config struct {
 	// AfterFirstSync, if set, is called once, on a goroutine of its own,
 	// when the first sync has succeeded.
 	AfterFirstSync func()
+	// Now is the clock of retry delays, the reconciler's too; nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 func (c *Config) excluded(a netip.Addr) bool {

@@ -90,8 +90,6 @@ type Proxier struct {
 
 	// mu makes syncs one at a time: the runner's and SyncNow's.
 	mu sync.Mutex
-	// now is the clock of retry delays, the reconciler's too.
-	now func() time.Time
 
 	// drift is when the next drift check runs; owned by the sync goroutine.
 	drift driftSchedule
@@ -122,7 +120,7 @@ type Proxier struct {
 // New builds a proxier; nothing touches the kernel before Run.
 func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metrics.Metrics, events EventRecorder) *Proxier {
 	p := &Proxier{
-		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events, now: time.Now,
+		cfg: cfg, kernel: k, log: log, health: health, metrics: m, events: events,
 		problems: map[types.NamespacedName]string{},
 		claims:   newClaims(),
 		noLocal:  newNoLocalEndpoints(),
@@ -143,7 +141,7 @@ func New(cfg Config, k Kernel, log *zap.Logger, health *healthz.State, m *metric
 		m.InitFamily(fam.String())
 	}
 	p.rec = reconciler.New(reconciler.Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, Conntrack: k.Conntrack},
-		reconciler.Options{SetNames: names, Excluded: p.cfg.excluded, RetryMax: cfg.SyncPeriod, Now: func() time.Time { return p.now() }})
+		reconciler.Options{SetNames: names, Excluded: p.cfg.excluded, RetryMax: cfg.SyncPeriod, Now: cfg.Now})
 	p.runner = newRunner(func() bool { return p.syncOnce(false) }, cfg.MinSyncPeriod, cfg.SyncPeriod)
 	p.changeTracker = newChangeTracker(p.queued)
 	critical := newChangeTracker(nil)

@@ -34,19 +34,23 @@ func (r *recordedEvents) Eventf(_, _ runtime.Object, eventtype, reason, _, note 
 	*r = append(*r, eventtype+" "+reason+" "+fmt.Sprintf(note, args...))
 }
 
-func newTestProxier(t *testing.T) (*Proxier, fakekernel.Kernel, *iptables.Fake, *recordedEvents) {
-	return newLoggingProxier(t, zap.NewNop(), healthz.New(time.Minute))
+// newTestProxier is a proxier on a fake kernel, its config tuned by each
+// of tune.
+func newTestProxier(t *testing.T, tune ...func(*Config)) (*Proxier, fakekernel.Kernel, *iptables.Fake, *recordedEvents) {
+	return newLoggingProxier(t, zap.NewNop(), healthz.New(time.Minute), tune...)
 }
 
 // newLoggingProxier is newTestProxier with a logger and health state of the
 // test's own.
-func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State) (*Proxier, fakekernel.Kernel, *iptables.Fake, *recordedEvents) {
+func newLoggingProxier(t *testing.T, log *zap.Logger, health *healthz.State, tune ...func(*Config)) (*Proxier, fakekernel.Kernel, *iptables.Fake, *recordedEvents) {
 	k := fakekernel.Bare()
 	ipt := &iptables.Fake{}
 	ev := &recordedEvents{}
-	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
-		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt},
-		log, health, metrics.New(), ev)
+	cfg := Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	p := New(cfg, Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt}, log, health, metrics.New(), ev)
 	return p, k, ipt, ev
 }
 
@@ -212,7 +216,8 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 }
 
 func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
-	p, k, ipt, _ := newTestProxier(t)
+	clock := fakekernel.NewClock()
+	p, k, ipt, _ := newTestProxier(t, clocked(clock))
 	// As in every cluster, a cluster IP is in use from the start, so that
 	// the chains do not change with the Services added below.
 	kubernetes := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
@@ -241,7 +246,7 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	if d := k.IPVS.Dump(); strings.Contains(d, "10.96.0.10:80/TCP") || !strings.Contains(d, "10.96.0.11:80/TCP") {
 		t.Fatalf("only the other service should be programmed by now:\n%s", d)
 	}
-	withClock(p).Advance(time.Hour)
+	clock.Advance(time.Hour)
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "10.96.0.10:80/TCP") {
 		t.Fatalf("the failed service should be programmed once due:\n%s", d)
@@ -417,9 +422,5 @@ func TestProxierSyncsBesideBackgroundDriftChecks(t *testing.T) {
 	}
 }
 
-// withClock gives p a clock moved by hand, for retry delays.
-func withClock(p *Proxier) *fakekernel.Clock {
-	c := fakekernel.NewClock()
-	p.now = c.Now
-	return c
-}
+// clocked gives the proxier c as its clock of retry delays.
+func clocked(c *fakekernel.Clock) func(*Config) { return func(cfg *Config) { cfg.Now = c.Now } }

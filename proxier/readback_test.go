@@ -50,8 +50,8 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 	twoWebServices(healthy)
 	want := healthyKernel.Lines()
 
-	p, k, _, ev := newTestProxier(t)
-	clock := withClock(p)
+	clock := fakekernel.NewClock()
+	p, k, _, ev := newTestProxier(t, clocked(clock))
 	k.SetHook(oplog.LoseAnswers("add-"))
 	twoWebServices(p)
 	if got := k.Lines(); !slices.Equal(got, want) {
@@ -85,8 +85,8 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 // answer was lost made, or someone else) is read back: the same object
 // counts as written; a different one is a refusal, and the retry updates it.
 func TestAnAddThatFindsItsObjectIsReadBack(t *testing.T) {
-	p, k, _, ev := newTestProxier(t)
-	clock := withClock(p)
+	clock := fakekernel.NewClock()
+	p, k, _, ev := newTestProxier(t, clocked(clock))
 	twoWebServices(p)
 	k.Ops()
 	key := func(vip string) ipvs.Key {

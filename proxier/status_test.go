@@ -80,8 +80,8 @@ func TestProxierRetriesARefusedObjectAloneAndStaysHealthy(t *testing.T) {
 		t.Run(string(c.kind), func(t *testing.T) {
 			logs, seen := observer.New(zapcore.DebugLevel)
 			health := healthz.New(20 * time.Millisecond)
-			p, k, _, ev := newLoggingProxier(t, zap.New(logs), health)
-			clock := withClock(p)
+			clock := fakekernel.NewClock()
+			p, k, _, ev := newLoggingProxier(t, zap.New(logs), health, clocked(clock))
 			k.SetHook(oplog.Refuse(c.refuse))
 
 			p.OnServicesSynced() // queued changes start health's clock

@@ -16,10 +16,24 @@ import (
 
 // testReconciler is a reconciler writing to k, managing its IPv4 sets, with
 // 10.0.0.0/24 excluded.
-func testReconciler(k fakekernel.Kernel) *Reconciler {
-	return New(Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets}, Options{SetNames: setNames(desired.IPv4Sets), Excluded: func(a netip.Addr) bool {
+// testReconciler is a reconciler of k's objects, its options tuned by
+// each of tune.
+func testReconciler(k fakekernel.Kernel, tune ...func(*Options)) *Reconciler {
+	o := Options{SetNames: setNames(desired.IPv4Sets), Excluded: func(a netip.Addr) bool {
 		return netip.MustParsePrefix("10.0.0.0/24").Contains(a)
-	}})
+	}}
+	for _, f := range tune {
+		f(&o)
+	}
+	return New(Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets}, o)
+}
+
+// clocked sets the reconciler's clock to c.
+func clocked(c *fakekernel.Clock) func(*Options) { return func(o *Options) { o.Now = c.Now } }
+
+// tuneReads sets how a drift check reads a large kernel.
+func tuneReads(dumpsMax, adoptSlice int) func(*Options) {
+	return func(o *Options) { o.DumpsMax, o.AdoptSlice = dumpsMax, adoptSlice }
 }
 
 func state(vip string, port uint16, reals ...string) desired.State {
@@ -46,12 +60,6 @@ func setNames(sets []ipset.Set) []string {
 		out[i] = s.Name
 	}
 	return out
-}
-
-func withClock(r *Reconciler) *fakekernel.Clock {
-	c := fakekernel.NewClock()
-	r.now = c.Now
-	return c
 }
 
 func mustApply(t *testing.T, r *Reconciler) {

@@ -61,9 +61,8 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 // repaired within shares checks, and a converged table costs no writes.
 func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
+	r := testReconciler(k, tuneReads(2, 0))
 	c := dumpsOnly(k)
-	r.reading.dumpsMax = 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -114,9 +113,8 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 
 func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
+	r := testReconciler(k, tuneReads(2, 0))
 	d := dumpsOnly(k)
-	r.reading.dumpsMax = 2
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
@@ -181,10 +179,9 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Counter) {
 	t.Helper()
 	k := fakekernel.New(t)
-	r := testReconciler(k)
+	r := testReconciler(k, tuneReads(2, 0))
 	c := &oplog.Counter{}
 	k.Sets.SetHook(c.Hook)
-	r.reading.dumpsMax = 2
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
 		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
@@ -353,8 +350,7 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 // while syncs add, change and delete Services leave the belief right.
 func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
-	r.reading.adoptSlice, r.reading.dumpsMax = 2, 8
+	r := testReconciler(k, tuneReads(8, 2))
 	final := map[int]desired.State{}
 	for i := 1; i <= 40; i++ {
 		final[i] = numbered(i, 2)

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"hash/maphash"
 	"net/netip"
 	"sync"
@@ -120,7 +121,7 @@ type readPlan struct {
 	// adoptSlice is how many keys adopt compares between pauses.
 	adoptSlice int
 	// dumpsMax is the most virtual servers whose real servers one drift
-	// check dumps (realServerDumpsMax; tests lower it). plan is the
+	// check dumps (Options.DumpsMax). plan is the
 	// current read's share of them, rounds counts the reads that took a
 	// share, and adopted says whether any read has been adopted yet.
 	dumpsMax int
@@ -185,6 +186,11 @@ type Options struct {
 	RetryMax time.Duration
 	// Now is the clock of retry delays; nil is time.Now.
 	Now func() time.Time
+	// DumpsMax is the most virtual servers whose real servers one drift
+	// check dumps (realServerDumpsMax if zero), and AdoptSlice how many
+	// keys it compares between pauses (250 if zero): how a large kernel is
+	// read, which tests set low to see it with a small one.
+	DumpsMax, AdoptSlice int
 }
 
 // New returns a reconciler that believes the kernel empty until its first
@@ -214,7 +220,7 @@ func New(k Kernel, o Options) *Reconciler {
 		now:        now,
 		programmed: programmedTimes{at: map[types.NamespacedName]time.Time{}, pending: map[types.NamespacedName]bool{}},
 
-		reading: readPlan{adoptSlice: 250, dumpsMax: realServerDumpsMax, seed: maphash.MakeSeed()},
+		reading: readPlan{adoptSlice: cmp.Or(o.AdoptSlice, 250), dumpsMax: cmp.Or(o.DumpsMax, realServerDumpsMax), seed: maphash.MakeSeed()},
 	}
 	r.entry.counted = func(e desired.SetEntry, delta int) { r.setUse.entries[e.Set] += delta }
 	r.drift.r = r

@@ -92,8 +92,8 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 
 func TestReconcilerRetriesFailedWrites(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
-	clock := withClock(r)
+	clock := fakekernel.NewClock()
+	r := testReconciler(k, clocked(clock))
 	k.IPVS.SetHook(oplog.FailOnce("add-rs"))
 	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	if errs := r.apply(); len(errs) != 1 {
@@ -216,13 +216,13 @@ func TestReconcilerAdoptRepairsDriftSeenByTheRead(t *testing.T) {
 
 func TestReconcilerAppliesCriticalServicesFirst(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
+	clock := fakekernel.NewClock()
+	r := testReconciler(k, clocked(clock))
 	r.setService(testobj.Name("a"), state("10.96.0.10", 80, "10.244.0.1:8080"))
 	r.setService(testobj.Name("kubernetes"), state("10.96.0.1", 443, "10.0.2.100:6443"))
 	r.setService(testobj.Name("b"), state("10.96.0.11", 80, "10.244.0.2:8080"))
 	critical := []types.NamespacedName{testobj.Name("kubernetes"), testobj.Name("absent")}
 
-	clock := withClock(r)
 	k.IPVS.SetHook(oplog.FailOnce("add-rs 10.96.0.1:443"))
 	n, errs := r.applyFirst(critical)
 	if n != 4 || len(errs) != 1 {
@@ -351,8 +351,7 @@ func TestOwnersKeepAnObjectUntilItsLastOwner(t *testing.T) {
 
 func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
-	r.reading.adoptSlice = 1
+	r := testReconciler(k, tuneReads(0, 1))
 	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
 	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
 	r.setService(testobj.Name("d"), state("10.96.0.4", 80, "10.244.0.5:8080"))
@@ -415,8 +414,7 @@ func TestReconcilerAdoptLetsSyncsRunBetweenSlices(t *testing.T) {
 // that never adopted would have made it.
 func TestReconcilerAdoptBesideSyncs(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
-	r.reading.adoptSlice = 2
+	r := testReconciler(k, tuneReads(0, 2))
 	final := map[int]desired.State{}
 	for i := 1; i <= 50; i++ {
 		final[i] = numbered(i, 2)

@@ -15,8 +15,8 @@ import (
 // failed objects with their errors, and when it was last fully programmed.
 func TestStateShowsWantedHeldAndFailed(t *testing.T) {
 	k := fakekernel.New(t)
-	r := testReconciler(k)
-	clock := withClock(r)
+	clock := fakekernel.NewClock()
+	r := testReconciler(k, clocked(clock))
 	a := testobj.Name("a")
 	r.Record([]Change{{Name: a, State: state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.2:8080")}})
 	st := r.State(a)
