@@ -46,8 +46,8 @@ const repository = "localhost/kube-ipvs-proxy"
 // spec says which image to build; the defaults are the proxier's.
 var spec = struct {
 	name, entrypoint, iptables, programs, files, links, cmd string
-	static                                             bool
-	archs                                              []string
+	static                                                  bool
+	archs                                                   []string
 }{name: repository, entrypoint: entrypoint, archs: []string{runtime.GOARCH}}
 
 func main() {
