@@ -66,6 +66,10 @@ func TestInPlaceSwitch(t *testing.T) {
 }
 
 func switchIn(t *testing.T, ourImage string) {
+	// Real servers kube-proxy keeps at weight 0 for their connections to
+	// end (earlier tests' pods) are ours to delete once they have: the
+	// only writes allowed.
+	draining := drainingRealServers(t)
 	loops := serviceLoops(t)
 	start := time.Now()
 	if out, err := env.Script(docBlock(t, "switch-in", ourImage)); err != nil {
@@ -96,9 +100,10 @@ func switchIn(t *testing.T, ourImage string) {
 		if !ok {
 			return fmt.Errorf("no kube_ipvs_proxy_kernel_operations_total on :10249: not our proxier")
 		}
-		if ops != 0 {
-			t.Errorf("our proxier wrote %v kernel objects over kube-proxy's state, want 0", ops)
+		if ops > float64(draining) {
+			t.Errorf("our proxier wrote %v kernel objects over kube-proxy's state, want 0 (or up to the %d draining real servers it deletes)", ops, draining)
 		}
+		t.Logf("our proxier wrote %v kernel objects over kube-proxy's state (%d real servers were draining)", ops, draining)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -132,4 +137,21 @@ func daemonSet(t *testing.T) *appsv1.DaemonSet {
 		t.Fatal(err)
 	}
 	return ds
+}
+
+// drainingRealServers counts the real servers at weight 0 in the node's
+// IPVS table.
+func drainingRealServers(t *testing.T) int {
+	t.Helper()
+	out, err := framework.Output("ipvsadm", "-Ln")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "->" && f[3] == "0" {
+			n++
+		}
+	}
+	return n
 }
