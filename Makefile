@@ -152,12 +152,12 @@ matrix: e2e-bins image
 # (deploy/ with kubectl apply -k) or upstream. Logs go to
 # $(CACHE)/node-e2e/<proxier>/. Too long for make test: a release check
 # (docs/testing.md).
-node-e2e: e2e-bins k8s-bins vm-kernel image
+node-e2e: e2e-bins k8s-bins vm-kernel image $(HELM)
 	hack/node.sh >/dev/null
 	$(GO) test -c -tags e2e -o $(BIN)/node-e2e.test ./e2e/node
-	@for p in $(NODE_PROXIERS); do echo "== node-e2e: $$p"; \
-	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p \
-	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION" \
+	@for p in $(or $(NODE_PROXIERS),chart upstream); do echo "== node-e2e: $$p"; \
+	  KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar KIP_IMAGE_TAG=$(VERSION) KIP_NODE_PROXIER=$$p KIP_HELM=$(HELM) \
+	  KIP_VM_ENV="KBIN KIP_STATE KIP_CACHE KIP_IMAGE KIP_IMAGE_TAG KIP_NODE_PROXIER K8S_VERSION KIP_HELM" \
 	  $(BIN)/testcluster -controllers -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/node-$$p -- \
 	    sh -c 'hack/vm.sh run -m 6144 -t 1800 -f $$KIP_APISERVER_PORT -p $$KIP_TUNNEL_PORT:8132 -- $(BIN)/node-e2e.test -test.v -test.timeout 25m $${E2E_RUN:+-test.run "$$E2E_RUN"}'; \
 	  rc=$$?; rm -rf $(CACHE)/node-e2e/$$p; mkdir -p $(CACHE)/node-e2e/$$p; cp -a .vm/artifacts/. $(CACHE)/node-e2e/$$p/ 2>/dev/null; \

@@ -17,6 +17,10 @@ import (
 // needs are written before the apply (syncGlueAhead), the rest after it
 // (syncGlue), and the health checks are served once it has applied.
 
+// healthCheckRetry is how soon a health check that could not be opened is
+// tried again.
+const healthCheckRetry = 5 * time.Second
+
 // syncHealthChecks serves the LoadBalancer health checks as they now are.
 // A port that cannot be opened is reported once, with an Event, and tried
 // again at every sync.
@@ -31,6 +35,12 @@ func (p *Proxier) syncHealthChecks() {
 	p.checks.on = on
 	failed := p.checks.server.Sync(p.checks.want, on)
 	p.checks.dirty = len(failed) > 0
+	p.checks.retryAt = time.Time{}
+	if len(failed) > 0 {
+		// A port taken, an address not yet usable: soon, not only at
+		// the next change or drift check.
+		p.checks.retryAt = time.Now().Add(healthCheckRetry)
+	}
 	for name, err := range failed {
 		if p.checks.failed[name] {
 			continue

@@ -1,7 +1,10 @@
 package proxier
 
 import (
+	"net"
+	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,5 +89,45 @@ func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
 	p.SyncNow()
 	if !w.sawAddedRS || !w.hadRule {
 		t.Errorf("real server added %v, with the blocked VIP's rule already in place %v", w.sawAddedRS, w.hadRule)
+	}
+}
+
+// TestHealthCheckPortTakenIsReportedAndRetriedSoon: a health-check port
+// someone else holds is one Event and one log line, tried again within
+// healthCheckRetry (not only at the next change or drift check), and
+// served once free.
+func TestHealthCheckPortTakenIsReportedAndRetriedSoon(t *testing.T) {
+	squatter, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := squatter.Addr().(*net.TCPAddr).Port
+	p, _, _, ev := newTestProxier(t)
+	defer p.checks.server.Close()
+	lb := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
+	lb.Spec.Type, lb.Spec.ExternalTrafficPolicy = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal
+	lb.Spec.HealthCheckNodePort = int32(port)
+	p.OnServiceAdd(lb)
+	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)},
+		testobj.EP{IP: "10.244.0.5", Node: "me"}))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	p.SyncNow()
+	if n := strings.Count(strings.Join(*ev, "\n"), "FailedToStartServiceHealthcheck"); n != 1 {
+		t.Errorf("%d FailedToStartServiceHealthcheck Events, want 1: %q", n, *ev)
+	}
+	if at := p.checks.retryAt; at.IsZero() || time.Until(at) > healthCheckRetry {
+		t.Errorf("the health check is retried at %v, want within %s", at, healthCheckRetry)
+	}
+	squatter.Close()
+	p.SyncNow()
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/healthz")
+	if err != nil {
+		t.Fatalf("the health check once its port was free: %v", err)
+	}
+	resp.Body.Close()
+	if !p.checks.retryAt.IsZero() {
+		t.Error("still retrying after the port opened")
 	}
 }

@@ -75,9 +75,11 @@ type blockedVIPs struct {
 // (on), and the server serving them; dirty says they changed, or a port
 // could not be opened (failed), since the server last took them.
 type healthChecks struct {
-	want   map[types.NamespacedName]svchealth.Service
-	on     [len(desired.Families)]svchealth.Listen
-	dirty  bool
-	failed map[types.NamespacedName]bool
-	server *svchealth.Server
+	want map[types.NamespacedName]svchealth.Service
+	on   [len(desired.Families)]svchealth.Listen
+	// retryAt is when what could not be opened is tried again.
+	retryAt time.Time
+	dirty   bool
+	failed  map[types.NamespacedName]bool
+	server  *svchealth.Server
 }

@@ -320,7 +320,7 @@ func (p *Proxier) observe(r syncRound, read *reconciler.CheckResult, err error, 
 		p.log.Warn("stale UDP conntrack entries not deleted; they time out instead", zap.Error(done.ConntrackErr))
 	}
 	failed := p.reportObjects(out)
-	retry := status.Earliest(out.RetryAt, p.setup.status.NextRetry())
+	retry := status.Earliest(out.RetryAt, p.setup.status.NextRetry(), p.checks.retryAt)
 	if err != nil {
 		// The drift check is retried after a backoff; the changes were
 		// applied all the same, except at the first sync, which wrote

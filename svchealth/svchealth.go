@@ -60,14 +60,24 @@ type Server struct {
 
 type check struct {
 	want Service
-	srvs []*http.Server
+	// srvs are the servers of each family, by the address they listen on.
+	srvs [len(desired.Families)]map[string]*http.Server
+}
+
+// closeExcept closes family f's servers on any address but keep's.
+func (c *check) closeExcept(f desired.Family, keep []string) {
+	for a, srv := range c.srvs[f] {
+		if !slices.Contains(keep, a) {
+			_ = srv.Close()
+			delete(c.srvs[f], a)
+		}
+	}
 }
 
 func (c *check) close() {
-	for _, s := range c.srvs {
-		_ = s.Close()
+	for _, f := range desired.Families {
+		c.closeExcept(f, nil)
 	}
-	c.srvs = nil
 }
 
 // New returns a server that serves nothing until Sync says where and what.
@@ -76,74 +86,89 @@ func New(healthy func() bool) *Server {
 }
 
 // Sync serves exactly the given health checks, each family on the
-// addresses on says: it opens the ports of new ones, closes those gone (or
-// moved to another port, family or address) and updates the endpoint
-// counts. It returns, by Service, the ports it could not open; they are
-// tried again at the next Sync.
+// addresses on says: it opens what is missing, closes what is no longer
+// wanted (a Service gone or moved to another port, a family it left, an
+// address gone) and updates the endpoint counts. Each family and address
+// stands alone: one that cannot be opened (a port taken, an address not
+// yet usable) leaves the others serving. It returns, by Service, what it
+// could not open; that is tried again at the next Sync.
 func (s *Server) Sync(want map[types.NamespacedName]Service, on [len(desired.Families)]Listen) map[types.NamespacedName]error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	moved := false
-	for _, f := range desired.Families {
-		moved = moved || !s.on[f].Equal(on[f])
-	}
 	s.on = on
 	for name, c := range s.serving {
-		if w, ok := want[name]; moved || !ok || w.Port != c.want.Port || w.In != c.want.In {
+		if w, ok := want[name]; !ok || w.Port != c.want.Port {
 			c.close()
 			delete(s.serving, name)
 		}
 	}
 	failed := map[types.NamespacedName]error{}
 	for name, w := range want {
-		if c := s.serving[name]; c != nil {
-			c.want = w
-			continue
+		c := s.serving[name]
+		if c == nil {
+			c = &check{}
+			s.serving[name] = c
 		}
-		c := &check{want: w}
-		if err := s.open(name, c); err != nil {
-			failed[name] = fmt.Errorf("serve the health check of %s on port %d: %w", name, w.Port, err)
-			continue
+		c.want = w
+		var errs []error
+		for _, f := range desired.Families {
+			var addrs []string
+			if w.In[f] {
+				addrs = s.addresses(f)
+			}
+			c.closeExcept(f, addrs)
+			errs = append(errs, s.open(name, c, f, addrs)...)
 		}
-		s.serving[name] = c
+		if len(errs) > 0 {
+			failed[name] = fmt.Errorf("serve the health check of %s on port %d: %w", name, w.Port, errors.Join(errs...))
+		}
 	}
 	return failed
 }
 
-// open listens for c in each of its families, all or nothing: a port one
-// address refuses is tried again whole at the next Sync.
-func (s *Server) open(name types.NamespacedName, c *check) error {
-	port := strconv.Itoa(int(c.want.Port))
-	for _, f := range desired.Families {
-		if !c.want.In[f] {
+// addresses are where family f's checks listen.
+func (s *Server) addresses(f desired.Family) []string {
+	if s.on[f].All {
+		if f == desired.IPv6 {
+			return []string{"::"}
+		}
+		return []string{"0.0.0.0"}
+	}
+	out := make([]string, 0, len(s.on[f].Addrs))
+	for _, a := range s.on[f].Addrs {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// open listens for c's family f on each of addrs it does not listen on yet.
+func (s *Server) open(name types.NamespacedName, c *check, f desired.Family, addrs []string) []error {
+	network := "tcp4"
+	if f == desired.IPv6 {
+		network = "tcp6"
+	}
+	var errs []error
+	for _, a := range addrs {
+		if _, ok := c.srvs[f][a]; ok {
 			continue
 		}
-		network, addrs := "tcp4", []string{"0.0.0.0"}
-		if f == desired.IPv6 {
-			network, addrs = "tcp6", []string{"::"}
+		l, err := s.listen(network, net.JoinHostPort(a, strconv.Itoa(int(c.want.Port))))
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		if !s.on[f].All {
-			addrs = addrs[:0]
-			for _, a := range s.on[f].Addrs {
-				addrs = append(addrs, a.String())
+		srv := &http.Server{Handler: s.handler(name, f), ReadHeaderTimeout: 10 * time.Second}
+		if c.srvs[f] == nil {
+			c.srvs[f] = map[string]*http.Server{}
+		}
+		c.srvs[f][a] = srv
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				_ = l.Close()
 			}
-		}
-		for _, a := range addrs {
-			l, err := s.listen(network, net.JoinHostPort(a, port))
-			if err != nil {
-				c.close()
-				return err
-			}
-			srv := &http.Server{Handler: s.handler(name, f), ReadHeaderTimeout: 10 * time.Second}
-			c.srvs = append(c.srvs, srv)
-			go func() {
-				if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					_ = l.Close()
-				}
-			}()
-		}
+		}()
 	}
-	return nil
+	return errs
 }
 
 // Close stops every health check.

@@ -156,3 +156,47 @@ func TestServesEachFamilyWithItsOwnCount(t *testing.T) {
 		t.Error("after the move, the old address still answers")
 	}
 }
+
+// TestFamiliesAndAddressesStandAlone: an address that cannot be listened
+// on (its port taken) fails alone; the Service's other family keeps
+// serving, and the address is opened once it can be.
+func TestFamiliesAndAddressesStandAlone(t *testing.T) {
+	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		l.Close()
+	}
+	s := New(func() bool { return true })
+	defer s.Close()
+	on := [2]Listen{desired.IPv4: loopback4[desired.IPv4], desired.IPv6: {Addrs: []netip.Addr{netip.MustParseAddr("::1")}}}
+	dual := types.NamespacedName{Namespace: "ns", Name: "dual"}
+	port := freePort(t)
+	squatter, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(int(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[types.NamespacedName]Service{dual: {Port: port, In: [2]bool{true, true}, LocalEndpoints: [2]int{1, 1}}}
+	if failed := s.Sync(want, on); failed[dual] == nil {
+		t.Fatal("a taken port was not reported")
+	}
+	if code, _, _, err := getFrom(t, "::1", port); err != nil || code != 200 {
+		t.Errorf("IPv6 stopped for IPv4's taken port: %d %v", code, err)
+	}
+	squatter.Close()
+	if failed := s.Sync(want, on); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	if code, _, _, err := getFrom(t, "127.0.0.1", port); err != nil || code != 200 {
+		t.Errorf("IPv4 once its port was free: %d %v", code, err)
+	}
+	// One more address: the first keeps answering.
+	on[desired.IPv4].Addrs = append(on[desired.IPv4].Addrs, netip.MustParseAddr("127.0.0.3"))
+	if failed := s.Sync(want, on); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	for _, a := range []string{"127.0.0.1", "127.0.0.3", "::1"} {
+		if code, _, _, err := getFrom(t, a, port); err != nil || code != 200 {
+			t.Errorf("after an address was added, %s: %d %v", a, code, err)
+		}
+	}
+}
