@@ -46,8 +46,9 @@ func docBlock(t *testing.T, marker, image string) string {
 }
 
 // TestInPlaceSwitch runs docs/migration.md's kubectl commands on kubeadm's
-// own kube-proxy DaemonSet and ConfigMap (the upstream run's, verbatim from
-// kubeadm v1.37.2): switched in, the DaemonSet runs our image and command
+// kube-proxy DaemonSet and ConfigMap (the upstream run's: kubeadm v1.37.2's
+// output, plus the bed's readiness probe, which the switch adds itself
+// too): switched in, the DaemonSet runs our image and command
 // with kubeadm's configuration file, no request fails, our proxier writes
 // nothing to the kernel kube-proxy left, and the update strategy is
 // kubeadm's again; the way back is run and measured too.
