@@ -36,7 +36,8 @@ dir=$cache/node
 # The image tags this release's e2e.test asks for (test/utils/image/manifest.go:
 # agnhost 2.56 and pause 3.10.1 in v1.34, 2.66.1 and 3.10.2 in v1.37).
 ver=${K8S_VERSION:?}
-manifest=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$ver" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')/test/utils/image/manifest.go
+kdir=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$ver" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+manifest=$kdir/test/utils/image/manifest.go
 tag() { sed -n "s/.*configs\[$1\] = Config{[^\"]*\"[^\"]*\", \"\([^\"]*\)\"}.*/\1/p" "$manifest"; }
 agnver=$(tag Agnhost); pausever=$(tag Pause)
 [ -n "$agnver" ] && [ -n "$pausever" ] || { echo "conformance.sh: no agnhost or pause tag in $manifest" >&2; exit 2; }
@@ -49,8 +50,9 @@ go run ./hack/image -static -packages "" -created 0 -tags "" -name registry.k8s.
 # pods: sh, OpenBSD nc, curl, GNU wget, ss, dig and getent (the DNS tests'
 # musl querier is agnhost), and every other busybox applet (seq, dd, date,
 # tr, nslookup, ...), as upstream's Alpine-based image has them; CoreDNS as
-# /coredns (a DNS test's server) and pause as the default argument (a
-# hostNetwork pod started with none), as upstream's Dockerfile has them.
+# /coredns (a DNS test's server), porter's TLS key and certificate at /
+# (its https ports), and pause as the default argument (a hostNetwork pod
+# started with none), as upstream's Dockerfile has them.
 # (busybox-static's wget crashed in hostNetwork pods, so wget is Debian's.)
 # /bin is /usr/bin, as on a merged-/usr Debian: the tests run /bin/sleep.
 agn=$dir/agnhost-root
@@ -59,6 +61,7 @@ closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflic
   --no-replaces --no-enhances --no-pre-depends $top 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
 hack/debs.sh "$dir/debs/agnhost" -x "$agn" $closure
 install -m 0755 "$(ls "$dir"/bin/coredns-* | tail -1)" "$agn/coredns"
+install -m 0644 "$kdir/test/images/agnhost/porter/localhost.crt" "$kdir/test/images/agnhost/porter/localhost.key" "$agn/"
 echo "$closure" >"$dir/agnhost-packages"
 programs="dash nc.openbsd curl wget ss dig getent busybox"
 links="/bin=usr/bin,/usr/bin/sh=dash,/usr/bin/nc=nc.openbsd"
@@ -67,7 +70,7 @@ for a in $("$agn/bin/busybox" --list); do
   links="$links,/usr/bin/$a=busybox"
 done
 go run ./hack/image -static -root "$agn" -packages "$dir/agnhost-packages" -created 0 -tags "" \
-  -programs "${programs// /,}" -links "$links" -files /coredns -cmd pause \
+  -programs "${programs// /,}" -links "$links" -files /coredns,/localhost.crt,/localhost.key -cmd pause \
   -name registry.k8s.io/e2e-test-images/agnhost -version "$agnver" -bin "$kbin/agnhost" -entrypoint /agnhost \
   -o "$dir/images/agnhost.tar" >/dev/null
 [ "$nodes" -le 1 ] || hack/test-images.sh "$dir" "$manifest" "$kbin" >/dev/null

@@ -70,7 +70,9 @@ func serve(c net.Conn, allowed []netip.Prefix, ns string) {
 	}
 	up, err := dialFrom(ns, to.String())
 	if err != nil {
-		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		// The reason reaches the apiserver's error, and so the test's.
+		log.Printf("CONNECT %s: %v", req.Host, err)
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway (%s)\r\n\r\n", strings.ReplaceAll(err.Error(), "\n", " "))
 		return
 	}
 	defer up.Close()
