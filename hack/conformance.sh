@@ -89,9 +89,11 @@ for p in "$@"; do
     until [ -f .vm/conformance/ready ]; do kill -0 $vm 2>/dev/null || { echo "the node did not come up (see $OUT/vm.log)"; exit 1; }; sleep 2; done
     rc=0
     if [ "$KIP_NODES" -gt 1 ]; then
+      # --num-nodes as the kind e2e jobs pass it: without it the tests that
+      # need two nodes (Networking Granular Checks) skip themselves.
       PATH=$KBIN:$PATH "$KBIN/ginkgo" --procs="$PROCS" --focus="$FOCUS" --skip="$SKIP" --timeout=3h --no-color -v \
         "$KBIN/e2e.test" -- --kubeconfig="$KIP_STATE/admin-host.kubeconfig" --provider=local \
-        --report-dir="$OUT" >"$OUT/e2e.log" 2>&1 || rc=$?
+        --num-nodes="$KIP_NODES" --report-dir="$OUT" >"$OUT/e2e.log" 2>&1 || rc=$?
     else
       PATH=$KBIN:$PATH "$KBIN/e2e.test" --kubeconfig="$KIP_STATE/admin-host.kubeconfig" --provider=local \
         --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.timeout=3h --ginkgo.no-color --ginkgo.v \
