@@ -116,11 +116,7 @@ func TestServer(t *testing.T) {
 // ones, as upstream's proxier of each family does; an IPv4-only Service is
 // not served over IPv6; and moved listen addresses are followed.
 func TestServesEachFamilyWithItsOwnCount(t *testing.T) {
-	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
-		t.Skipf("no IPv6 loopback here: %v", err)
-	} else {
-		l.Close()
-	}
+	needIPv6Loopback(t)
 	s := New(func() bool { return true })
 	defer s.Close()
 	lo6 := netip.MustParseAddr("::1")
@@ -161,11 +157,7 @@ func TestServesEachFamilyWithItsOwnCount(t *testing.T) {
 // on (its port taken) fails alone; the Service's other family keeps
 // serving, and the address is opened once it can be.
 func TestFamiliesAndAddressesStandAlone(t *testing.T) {
-	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
-		t.Skipf("no IPv6 loopback here: %v", err)
-	} else {
-		l.Close()
-	}
+	needIPv6Loopback(t)
 	s := New(func() bool { return true })
 	defer s.Close()
 	on := [2]Listen{desired.IPv4: loopback4[desired.IPv4], desired.IPv6: {Addrs: []netip.Addr{netip.MustParseAddr("::1")}}}
@@ -199,4 +191,14 @@ func TestFamiliesAndAddressesStandAlone(t *testing.T) {
 			t.Errorf("after an address was added, %s: %d %v", a, code, err)
 		}
 	}
+}
+
+// needIPv6Loopback skips a test on a machine without ::1.
+func needIPv6Loopback(t *testing.T) {
+	t.Helper()
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	l.Close()
 }
