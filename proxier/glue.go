@@ -21,9 +21,9 @@ import (
 // tried again.
 const healthCheckRetry = 5 * time.Second
 
-// syncHealthChecks serves the LoadBalancer health checks as they now are.
-// A port that cannot be opened is reported once, with an Event, and tried
-// again at every sync.
+// syncHealthChecks serves the LoadBalancer health checks as they now are,
+// on the addresses healthCheckListen says. A port that cannot be opened is
+// reported once, with an Event, and tried again within healthCheckRetry.
 func (p *Proxier) syncHealthChecks() {
 	if p.cfg.ServeNoHealthChecks {
 		return
