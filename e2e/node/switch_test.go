@@ -45,6 +45,18 @@ func docBlock(t *testing.T, marker, image string) string {
 	return strings.Join(lines, "\n")
 }
 
+// runDocBlock runs migrationDoc's block marker with IMAGE set to image,
+// and logs its output and time.
+func runDocBlock(t *testing.T, marker, image string) {
+	t.Helper()
+	start := time.Now()
+	out, err := env.Script(docBlock(t, marker, image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s done after %s:\n%s", marker, time.Since(start).Round(time.Second), out)
+}
+
 // TestInPlaceSwitch runs docs/migration.md's kubectl commands on kubeadm's
 // kube-proxy DaemonSet and ConfigMap (the upstream run's: kubeadm v1.37.2's
 // output, plus the bed's readiness probe, which the switch adds itself
@@ -72,12 +84,7 @@ func switchIn(t *testing.T, ourImage string) {
 	// only writes allowed.
 	draining := drainingRealServers(t)
 	loops := serviceLoops(t)
-	start := time.Now()
-	if out, err := env.Script(docBlock(t, "switch-in", ourImage)); err != nil {
-		t.Fatal(err)
-	} else {
-		t.Logf("switched in after %s:\n%s", time.Since(start).Round(time.Second), out)
-	}
+	runDocBlock(t, "switch-in", ourImage)
 	pod, image := mustProxierPod(t)
 	if image != ourImage {
 		t.Fatalf("after the switch %s runs %s, want %s", pod, image, ourImage)
@@ -115,12 +122,7 @@ func switchIn(t *testing.T, ourImage string) {
 
 func switchBack(t *testing.T, theirs string) {
 	loops := serviceLoops(t)
-	start := time.Now()
-	if out, err := env.Script(docBlock(t, "switch-back", theirs)); err != nil {
-		t.Fatal(err)
-	} else {
-		t.Logf("switched back after %s:\n%s", time.Since(start).Round(time.Second), out)
-	}
+	runDocBlock(t, "switch-back", theirs)
 	if pod, image := mustProxierPod(t); image != theirs {
 		t.Fatalf("after the way back %s runs %s, want %s", pod, image, theirs)
 	}
