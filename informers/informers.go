@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient"
 )
 
@@ -130,10 +131,16 @@ func sliceEvents(h EndpointSliceHandler) cache.ResourceEventHandler {
 
 // Slim is the informers' transform: it drops what nothing here reads from
 // the objects the caches hold, one per Service and EndpointSlice in the
-// cluster: server-side apply's managed fields, owner references, kubectl's
-// copy of the last applied object, and each endpoint's reference to its Pod
-// (about a tenth of a slice's size). A slice keeps one annotation, the
-// trigger time the network programming latency is measured from.
+// cluster (at 50k Services the caches were over half the heap): server-side
+// apply's managed fields, owner references and kubectl's copy of the last
+// applied object; a Service's labels (selected by the apiserver, read by
+// nobody here) and its annotations but the scheduler's; a slice's labels
+// but its Service's name, its annotations but the trigger time the network
+// programming latency is measured from, and each endpoint's reference to
+// its Pod, host name and zone (hints are what topology reads). A slice's
+// endpoints are moved to an array of their own length (the decoder's
+// appends leave up to half of it unused) and share their condition values
+// and node name: most of a slice's endpoints are ready, on a few nodes.
 func Slim(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
@@ -142,18 +149,64 @@ func Slim(obj any) (any, error) {
 			delete(a, lastAppliedAnnotation)
 		}
 	}
-	if s, ok := obj.(*discovery.EndpointSlice); ok {
-		if t, ok := s.Annotations[v1.EndpointsLastChangeTriggerTime]; ok {
-			s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: t}
-		} else {
-			s.Annotations = nil
-		}
-		for i := range s.Endpoints {
-			s.Endpoints[i].TargetRef = nil
-			s.Endpoints[i].DeprecatedTopology = nil
-		}
+	switch o := obj.(type) {
+	case *v1.Service:
+		o.Labels = nil
+		o.Annotations = only(o.Annotations, desired.SchedulerAnnotation)
+	case *discovery.EndpointSlice:
+		slimSlice(o)
 	}
 	return obj, nil
+}
+
+func slimSlice(s *discovery.EndpointSlice) {
+	s.GenerateName = ""
+	s.Labels = only(s.Labels, discovery.LabelServiceName)
+	s.Annotations = only(s.Annotations, v1.EndpointsLastChangeTriggerTime)
+	if cap(s.Endpoints) > len(s.Endpoints) {
+		s.Endpoints = append([]discovery.Endpoint(nil), s.Endpoints...)
+	}
+	var node *string
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		e.TargetRef, e.DeprecatedTopology, e.Hostname, e.Zone = nil, nil, nil, nil
+		e.Conditions.Ready = shared(e.Conditions.Ready)
+		e.Conditions.Serving = shared(e.Conditions.Serving)
+		e.Conditions.Terminating = shared(e.Conditions.Terminating)
+		switch {
+		case e.NodeName == nil:
+		case node != nil && *node == *e.NodeName:
+			e.NodeName = node
+		default:
+			node = e.NodeName
+		}
+	}
+}
+
+// only returns m with just the given key, or nil if m lacks it.
+func only(m map[string]string, key string) map[string]string {
+	v, ok := m[key]
+	switch {
+	case !ok:
+		return nil
+	case len(m) == 1:
+		return m
+	}
+	return map[string]string{key: v}
+}
+
+// The values slimmed conditions point to. Nothing writes through an
+// informer's objects: they are the cache's.
+var yes, no = true, false
+
+func shared(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &yes
+	}
+	return &no
 }
 
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"

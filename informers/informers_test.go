@@ -10,11 +10,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/kubeclient/clientset"
 )
 
@@ -110,8 +112,9 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 	meta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "7",
-			Labels:          map[string]string{discovery.LabelServiceName: "web"},
-			Annotations:     map[string]string{lastAppliedAnnotation: "{...}", "team": "a", v1.EndpointsLastChangeTriggerTime: "2026-11-23T10:00:00Z"},
+			Labels: map[string]string{discovery.LabelServiceName: "web"},
+			Annotations: map[string]string{lastAppliedAnnotation: "{...}", "team": "a", v1.EndpointsLastChangeTriggerTime: "2026-11-23T10:00:00Z",
+				desired.SchedulerAnnotation: "lc"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 	}
@@ -119,10 +122,10 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 	if _, err := Slim(svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.ManagedFields != nil || svc.OwnerReferences != nil || svc.Annotations[lastAppliedAnnotation] != "" {
-		t.Errorf("service kept bookkeeping: %+v", svc.ObjectMeta)
+	if svc.ManagedFields != nil || svc.OwnerReferences != nil || len(svc.Annotations) != 1 || svc.Labels != nil {
+		t.Errorf("service kept what nothing reads: %+v", svc.ObjectMeta)
 	}
-	if svc.Annotations["team"] != "a" || svc.Labels[discovery.LabelServiceName] != "web" || svc.Spec.ClusterIP != "10.96.0.5" || svc.ResourceVersion != "7" {
+	if svc.Annotations[desired.SchedulerAnnotation] != "lc" || svc.Spec.ClusterIP != "10.96.0.5" || svc.ResourceVersion != "7" {
 		t.Errorf("service lost what it must keep: %+v", svc)
 	}
 
@@ -203,5 +206,48 @@ func TestInformersFilterAsKubeProxy137(t *testing.T) {
 	}
 	if want := []string{"other-proxy", "plain"}; !slices.Equal(h.slices, want) {
 		t.Errorf("slices %v, want %v", h.slices, want)
+	}
+}
+
+// TestSlimShrinksSlices: a slice decoded from protobuf, as the informer
+// gets it, keeps its endpoints in an array of their own length, and
+// endpoints on one node share their node's name and condition values.
+func TestSlimShrinksSlices(t *testing.T) {
+	in := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1"}}
+	for i := range 10 {
+		node := "n1"
+		if i >= 8 {
+			node = "n2"
+		}
+		in.Endpoints = append(in.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.244.0.%d", i)}, NodeName: ptr.To(node),
+			Conditions: discovery.EndpointConditions{Ready: ptr.To(i != 3), Serving: ptr.To(true), Terminating: ptr.To(false)}})
+	}
+	raw, err := in.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice := &discovery.EndpointSlice{}
+	if err := slice.Unmarshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if cap(slice.Endpoints) == len(slice.Endpoints) {
+		t.Fatalf("the decoder left no spare capacity (%d): the test's premise", cap(slice.Endpoints))
+	}
+	if _, err := Slim(slice); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(slice.Endpoints, in.Endpoints) {
+		t.Fatalf("endpoints changed:\n%+v\nwant\n%+v", slice.Endpoints, in.Endpoints)
+	}
+	if cap(slice.Endpoints) != len(slice.Endpoints) {
+		t.Errorf("%d endpoints in an array of %d", len(slice.Endpoints), cap(slice.Endpoints))
+	}
+	eps := slice.Endpoints
+	if eps[0].NodeName != eps[7].NodeName || eps[8].NodeName != eps[9].NodeName || eps[7].NodeName == eps[8].NodeName {
+		t.Error("endpoints on one node do not share its name, or on two nodes do")
+	}
+	if eps[0].Conditions.Ready != eps[9].Conditions.Ready || eps[0].Conditions.Serving != eps[0].Conditions.Ready ||
+		eps[0].Conditions.Terminating != eps[3].Conditions.Ready {
+		t.Error("condition values not shared")
 	}
 }
