@@ -33,7 +33,7 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 		p.OnServiceAdd(s)
 	}
 	p.OnEndpointSliceAdd(sl)
-	p.changeTracker.slices[testobj.Name("bad")] = map[string]*discovery.EndpointSlice{"x": nil}
+	p.changeTracker.slices[testobj.Name("bad")] = []*discovery.EndpointSlice{nil}
 	func() {
 		defer func() {
 			if recover() == nil {

@@ -28,8 +28,10 @@ const triggerTimeAnnotation = v1.EndpointsLastChangeTriggerTime
 type changeTracker struct {
 	mu       sync.Mutex
 	services map[types.NamespacedName]*v1.Service
-	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
-	pending  map[types.NamespacedName]*pendingChange
+	// slices holds each Service's slices sorted by name: most Services
+	// have one, for which a map would cost ~0.4 KB (17 MB at 50k).
+	slices  map[types.NamespacedName][]*discovery.EndpointSlice
+	pending map[types.NamespacedName]*pendingChange
 	// Edits queued in pending, kept as running sums because metrics read
 	// them on every informer event.
 	pendingServiceEdits, pendingSliceEdits int
@@ -56,7 +58,7 @@ type trigger struct {
 func newChangeTracker(onChange func()) *changeTracker {
 	return &changeTracker{
 		services: map[types.NamespacedName]*v1.Service{},
-		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
 		pending:  map[types.NamespacedName]*pendingChange{},
 		onChange: onChange,
 	}
@@ -139,19 +141,21 @@ func sliceChanged(old, cur *discovery.EndpointSlice) bool {
 
 func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice *discovery.EndpointSlice) {
 	t.mu.Lock()
-	byName := t.slices[owner]
-	old := byName[name]
-	if slice == nil {
-		delete(byName, name)
-		if len(byName) == 0 {
+	list := t.slices[owner]
+	i, found := slices.BinarySearchFunc(list, name, func(s *discovery.EndpointSlice, name string) int { return strings.Compare(s.Name, name) })
+	var old *discovery.EndpointSlice
+	switch {
+	case found && slice == nil:
+		old = list[i]
+		if list = slices.Delete(list, i, i+1); len(list) == 0 {
 			delete(t.slices, owner)
+		} else {
+			t.slices[owner] = list
 		}
-	} else {
-		if byName == nil {
-			byName = map[string]*discovery.EndpointSlice{}
-			t.slices[owner] = byName
-		}
-		byName[name] = slice
+	case found:
+		old, list[i] = list[i], slice
+	case slice != nil:
+		t.slices[owner] = slices.Insert(list, i, slice)
 	}
 	changed := sliceChanged(old, slice)
 	if changed {
@@ -257,14 +261,8 @@ func (t *changeTracker) peek(names []types.NamespacedName) []serviceInput {
 // input gathers one Service's input; the caller holds mu.
 func (t *changeTracker) input(n types.NamespacedName) serviceInput {
 	in := serviceInput{name: n, service: t.services[n], change: t.pending[n]}
-	if len(t.slices[n]) > 0 {
-		in.slices = make([]*discovery.EndpointSlice, 0, len(t.slices[n]))
-		for _, s := range t.slices[n] {
-			in.slices = append(in.slices, s)
-		}
-		if len(in.slices) > 1 {
-			slices.SortFunc(in.slices, func(a, b *discovery.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-		}
+	if list := t.slices[n]; len(list) > 0 {
+		in.slices = slices.Clone(list) // the tracker's changes in place after
 	}
 	return in
 }
