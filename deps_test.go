@@ -58,6 +58,9 @@ var forbidden = map[string][]string{
 	// The reconciler writes the kernel from desired state: it knows no
 	// Proxier and no apiserver.
 	"./reconciler": {"proxier", "kubeclient", "informers", "k8s.io/client-go"},
+	// The operator's view of the reconciler's belief reads what it is lent:
+	// no kernel.
+	"./reconciler/serviceview": {"ipvs", "ipset", "dummyiface", "iptables", "conntrack", "internal/nlbatch", "github.com/vishvananda/netlink", "k8s.io/client-go"},
 	// The kernel packages know nothing above them.
 	"./ipvs":       {"desired", "reconciler", "proxier", "glue", "app"},
 	"./ipset":      {"desired", "reconciler", "proxier", "glue", "app"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 )
 
 // adopt makes the belief agree with a kernel read, except for keys written
@@ -76,7 +77,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 // sameVS says whether a read of a virtual server matches the belief; a read
 // that left its real servers out (real nil) matches on attributes alone.
 func sameVS(_ ipvs.Key, read, have heldVS) bool {
-	return read.vs == have.vs && (read.reals == nil || sameWeights(read.reals, have.reals))
+	return read.vs == have.vs && (read.reals == nil || realset.SameWeights(read.reals, have.reals))
 }
 
 // sameMember compares two members both present: presence is all they have.
@@ -170,5 +171,5 @@ func (r *Reconciler) readOne(k ipvs.Key) (reading, error) {
 	if err != nil {
 		return reading{}, err
 	}
-	return reading{key: k, held: heldVS{vs, newRealSet(reals)}, present: true}, nil
+	return reading{key: k, held: heldVS{vs, realset.New(reals)}, present: true}, nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // Replacing every Service's endpoint, with the deletes interleaved per
@@ -20,18 +19,18 @@ func TestDeletesFollowEveryAddOfASync(t *testing.T) {
 	n := opsPerWrite + 10 // more adds than one write holds
 	vip := func(i int) string { return fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff) }
 	for i := range n {
-		r.setService(testobj.Name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.1:8080"))
+		record(r, fmt.Sprint(i), state(vip(i), 80, "10.244.0.1:8080"))
 	}
-	r.setService(testobj.Name("gone"), state("10.97.0.1", 80, "10.244.0.1:8080"))
-	mustApply(t, r)
-	mustRefresh(t, r) // the kernel read: no real server carries connections
+	record(r, "gone", state("10.97.0.1", 80, "10.244.0.1:8080"))
+	mustSync(t, r)
+	mustCheck(t, r) // the kernel read: no real server carries connections
 	k.IPVS.TakeOps()
 
 	for i := range n {
-		r.setService(testobj.Name(fmt.Sprint(i)), state(vip(i), 80, "10.244.0.2:8080"))
+		record(r, fmt.Sprint(i), state(vip(i), 80, "10.244.0.2:8080"))
 	}
-	r.setService(testobj.Name("gone"), desired.State{})
-	mustApply(t, r)
+	record(r, "gone", desired.State{})
+	mustSync(t, r)
 	ops := k.IPVS.TakeOps()
 	adds, deletes, firstDelete := 0, 0, -1
 	for i, op := range ops {

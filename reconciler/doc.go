@@ -10,4 +10,9 @@
 // of keys whose write failed, retried alone with backoff (status.go). The
 // caller records changes (Record), writes them (Sync), and takes what was
 // done (Outcome) for metrics, logs and Events.
+//
+// Beside it, packages of their own: realset (a virtual server's real
+// servers), owners (the Services that want each object), rsstatus (the
+// failed real servers) and serviceview, which builds the operator's view
+// (State) from what the reconciler lends it.
 package reconciler

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 )
 
 // endDrained ends the drain of the unwanted virtual servers whose real
 // servers are all gone, so that the next apply deletes them.
 func (r *Reconciler) endDrained() {
 	for k := range r.draining.servers {
-		if h, ok := r.vs.have[k]; !ok || h.reals.len() == 0 {
+		if h, ok := r.vs.have[k]; !ok || h.reals.Len() == 0 {
 			r.endDrain(k)
 		}
 	}
@@ -32,7 +33,7 @@ func connected(rs ipvs.RealServer) bool { return rs.ActiveConns+rs.InactiveConns
 // kernel directly; what startDrain read in this sync serves instead. Nil
 // when the read fails: its real servers then drain, and the drift check
 // decides.
-func (r *Reconciler) connectionsOf(k ipvs.Key) *realSet {
+func (r *Reconciler) connectionsOf(k ipvs.Key) *realset.Set {
 	if read, ok := r.draining.read[k]; ok {
 		delete(r.draining.read, k)
 		return read
@@ -51,7 +52,7 @@ const drainReadsMax = 1024
 // when the sync's budget is spent or the read fails. Its callers hold r.mu
 // with no apply writing meanwhile, or are the apply, which holds
 // writesFirst: either way the kernel is asked directly.
-func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
+func (r *Reconciler) readForDrain(k ipvs.Key) *realset.Set {
 	if r.draining.reads >= drainReadsMax {
 		return nil
 	}
@@ -60,7 +61,7 @@ func (r *Reconciler) readForDrain(k ipvs.Key) *realSet {
 	if err != nil {
 		return nil
 	}
-	return newRealSet(reals)
+	return realset.New(reals)
 }
 
 // drain deletes weight-0 real servers whose connections had ended when the
@@ -91,9 +92,9 @@ func (r *Reconciler) forgetVanished(v *kernelView, written map[ipvs.Key]bool) {
 			continue
 		}
 		for id := range ids {
-			if _, ok := seen.get(id); !ok {
+			if _, ok := seen.Get(id); !ok {
 				delete(ids, id)
-				r.vs.have[k].reals.remove(id)
+				r.vs.have[k].reals.Remove(id)
 			}
 		}
 		if len(ids) == 0 {
@@ -117,7 +118,7 @@ func (d drainedReals) plan(k ipvs.Key, _ time.Time, p *plans[ipvs.Op]) bool {
 		return false
 	}
 	for id := range d.r.draining.reals[k] {
-		if rs, ok := seen.get(id); ok && !connected(rs) {
+		if rs, ok := seen.Get(id); ok && !connected(rs) {
 			p.removals = append(p.removals, ipvs.Op{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: k}, RS: rs})
 		}
 	}
@@ -138,12 +139,12 @@ func (d drainedReals) record(ops []ipvs.Op, answers []error, _ bool, now time.Ti
 		r.vs.wrote(k)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain: %w", err))
-			r.rsStatus.fail(k, id, err, now, r.vs.want.owner(k))
+			r.rsStatus.Fail(k, id, err, now, r.vs.want.Owner(k))
 			continue
 		}
-		r.rsStatus.ok(k, id)
+		r.rsStatus.OK(k, id)
 		n++
-		r.vs.have[k].reals.remove(id)
+		r.vs.have[k].reals.Remove(id)
 		if ids := r.draining.reals[k]; ids != nil {
 			delete(ids, id)
 			if len(ids) == 0 {

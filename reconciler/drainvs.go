@@ -8,6 +8,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 )
 
 // A TCP virtual server that no Service wants any more (its Service was
@@ -39,10 +40,10 @@ func vipEntry(k ipvs.Key) desired.SetEntry {
 // which the apply that follows uses too. setService calls it for each
 // virtual server a Service lets go.
 func (r *Reconciler) startDrain(k ipvs.Key) {
-	if _, wanted := r.vs.want.get(k); wanted || k.Protocol != ipvs.TCP || r.draining.servers[k] {
+	if _, wanted := r.vs.want.Get(k); wanted || k.Protocol != ipvs.TCP || r.draining.servers[k] {
 		return
 	}
-	if h, ok := r.vs.have[k]; !ok || h.reals.len() == 0 {
+	if h, ok := r.vs.have[k]; !ok || h.reals.Len() == 0 {
 		return
 	}
 	if _, bound := r.addr.have[k.Address]; !bound {
@@ -50,11 +51,11 @@ func (r *Reconciler) startDrain(k ipvs.Key) {
 	}
 	// Unread, it drains: the drift check decides.
 	if read := r.readForDrain(k); read != nil {
-		if !slices.ContainsFunc(read.members(), connected) {
+		if !slices.ContainsFunc(read.Members(), connected) {
 			return
 		}
 		if r.draining.read == nil {
-			r.draining.read = map[ipvs.Key]*realSet{}
+			r.draining.read = map[ipvs.Key]*realset.Set{}
 		}
 		r.draining.read[k] = read
 	}
@@ -80,22 +81,22 @@ func (r *Reconciler) endDrain(k ipvs.Key) {
 // drainsWhole says whether apply keeps unwanted virtual server k, held as
 // have, for its real servers to drain.
 func (r *Reconciler) drainsWhole(k ipvs.Key, have heldVS) bool {
-	return r.draining.servers[k] && have.reals.len() > 0
+	return r.draining.servers[k] && have.reals.Len() > 0
 }
 
 // wantEntry and unwantEntry record that owner wants set entry e, or no
 // longer does, keeping each set's count of wanted entries.
 func (r *Reconciler) wantEntry(e desired.SetEntry, owner types.NamespacedName) {
-	if _, already := r.entry.want.get(e); !already {
+	if _, already := r.entry.want.Get(e); !already {
 		r.setUse.wanted[e.Set]++
 	}
 	r.entry.update(e, owner, struct{}{})
 }
 
 func (r *Reconciler) unwantEntry(e desired.SetEntry, owner types.NamespacedName) {
-	_, had := r.entry.want.get(e)
+	_, had := r.entry.want.Get(e)
 	r.entry.delete(e, owner)
-	if _, still := r.entry.want.get(e); had && !still {
+	if _, still := r.entry.want.Get(e); had && !still {
 		r.setUse.wanted[e.Set]--
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
@@ -14,18 +15,20 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
-// testReconciler is a reconciler writing to k, managing its IPv4 sets, with
-// 10.0.0.0/24 excluded.
-// testReconciler is a reconciler of k's objects, its options tuned by
-// each of tune.
+// testReconciler is a reconciler of k's objects, managing its IPv4 sets,
+// with 10.0.0.0/24 excluded, its options tuned by each of tune.
 func testReconciler(k fakekernel.Kernel, tune ...func(*Options)) *Reconciler {
+	return New(Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets}, testOptions(tune...))
+}
+
+func testOptions(tune ...func(*Options)) Options {
 	o := Options{SetNames: setNames(desired.IPv4Sets), Excluded: func(a netip.Addr) bool {
 		return netip.MustParsePrefix("10.0.0.0/24").Contains(a)
 	}}
 	for _, f := range tune {
 		f(&o)
 	}
-	return New(Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets}, o)
+	return o
 }
 
 // clocked sets the reconciler's clock to c.
@@ -62,20 +65,38 @@ func setNames(sets []ipset.Set) []string {
 	return out
 }
 
-func mustApply(t *testing.T, r *Reconciler) {
+// record records that Service name wants st; an empty st is a deleted
+// Service.
+func record(r *Reconciler, name string, st desired.State) {
+	r.Record([]Change{{Name: testobj.Name(name), State: st}})
+}
+
+// mustSync writes every dirty object, as a sync without a drift check does,
+// and fails t if an object is left failed.
+func mustSync(t *testing.T, r *Reconciler) {
 	t.Helper()
-	if errs := r.apply(); len(errs) > 0 {
-		t.Fatal(errs)
+	mustSyncRead(t, r, nil)
+}
+
+// mustSyncRead is mustSync given a drift check that ended (nil: none).
+func mustSyncRead(t *testing.T, r *Reconciler, read *CheckResult) {
+	t.Helper()
+	r.Sync(nil, read)
+	if failed := r.Failed(); len(failed) > 0 {
+		t.Fatalf("failed objects: %v", failed)
 	}
 }
 
-// mustRefresh runs a drift check inline and applies what it found.
-func mustRefresh(t *testing.T, r *Reconciler) {
+// mustCheck runs a drift check on the test's goroutine and the sync that
+// takes it, as the proxier's first sync does, and returns the check.
+func mustCheck(t *testing.T, r *Reconciler) *CheckResult {
 	t.Helper()
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
+	read := r.CheckNow(nil)
+	if read.Err != nil {
+		t.Fatal(read.Err)
 	}
-	mustApply(t, r)
+	mustSyncRead(t, r, &read)
+	return &read
 }
 
 // numbered is Service i's state: VIP 10.96.0.i:80 and reals real servers.
@@ -94,9 +115,9 @@ func expectKernelOf(t *testing.T, k fakekernel.Kernel, final map[int]desired.Sta
 	fresh := fakekernel.New(t)
 	direct := testReconciler(fresh)
 	for i, st := range final {
-		direct.setService(testobj.Name(fmt.Sprint(i)), st)
+		record(direct, fmt.Sprint(i), st)
 	}
-	mustApply(t, direct)
+	mustSync(t, direct)
 	if got, want := k.IPVS.Dump(), fresh.IPVS.Dump(); got != want {
 		t.Errorf("kernel holds\n%s\nwant\n%s", got, want)
 	}
@@ -105,35 +126,24 @@ func expectKernelOf(t *testing.T, k fakekernel.Kernel, final map[int]desired.Sta
 	}
 }
 
-// refresh runs a whole drift check on the test's goroutine and drains.
-func refresh(r *Reconciler) error {
-	read := r.CheckNow(nil)
-	if read.view == nil {
-		return read.Err
-	}
-	return errors.Join(append(r.drain(read.view, read.written), read.Err)...)
-}
-
-// mustRead starts a drift check's read and reads the kernel.
-func mustRead(t *testing.T, r *Reconciler) *kernelView {
-	t.Helper()
-	r.beginRead()
-	v, err := r.readKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func mustAdopt(t *testing.T, r *Reconciler, v *kernelView) map[ipvs.Key]bool {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w, err := r.adopt(v, r.pacer(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+// duringRead makes the next drift check that lists the last set run during
+// just before: the rest of the kernel has been read, as a sync writes
+// while a check's read is in flight. t fails if during never runs.
+func duringRead(t *testing.T, k fakekernel.Kernel, during func()) {
+	last := "list-entries " + desired.IPv4Sets[len(desired.IPv4Sets)-1].Name
+	var once sync.Once
+	ran := false
+	k.Sets.SetHook(func(op string) error {
+		if op == last {
+			once.Do(func() { during(); ran = true })
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		if !ran {
+			t.Error("no drift check read the sets")
+		}
+	})
 }
 
 // serviceA returns a reconciler that has programmed Service a
@@ -141,8 +151,8 @@ func mustAdopt(t *testing.T, r *Reconciler, v *kernelView) map[ipvs.Key]bool {
 func serviceA(t *testing.T, reals ...string) (fakekernel.Kernel, *Reconciler) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	r.setService(testobj.Name("a"), state("10.96.0.1", 80, reals...))
-	mustApply(t, r)
+	record(r, "a", state("10.96.0.1", 80, reals...))
+	mustSync(t, r)
 	k.Ops()
 	return k, r
 }
@@ -152,9 +162,9 @@ func serviceA(t *testing.T, reals ...string) (fakekernel.Kernel, *Reconciler) {
 func twoServices(t *testing.T) (fakekernel.Kernel, *Reconciler) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
-	mustApply(t, r)
+	record(r, "a", state("10.96.0.1", 80, "10.244.0.1:8080"))
+	record(r, "b", state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustSync(t, r)
 	return k, r
 }
 

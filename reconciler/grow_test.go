@@ -7,7 +7,6 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
 // TestSetsGrowBeforeTheyFill: a set about to hold more entries than its
@@ -26,16 +25,16 @@ func TestSetsGrowBeforeTheyFill(t *testing.T) {
 	}
 	r := testReconciler(k)
 	for i := 1; i <= 5; i++ {
-		r.setService(testobj.Name(fmt.Sprint(i)), numbered(i, 1))
+		record(r, fmt.Sprint(i), numbered(i, 1))
 	}
-	mustApply(t, r)
+	mustSync(t, r)
 	if n, _ := k.Sets.Count(desired.SetClusterIP); n != 5 {
 		t.Errorf("%s holds %d entries, want 5", desired.SetClusterIP, n)
 	}
 	if c, _ := k.Sets.Capacity(desired.SetClusterIP); c != 16 {
 		t.Errorf("%s can hold %d, want 16", desired.SetClusterIP, c)
 	}
-	if got := r.takeWork().Grown; !slices.Equal(got, []string{desired.SetClusterIP + " to 16"}) {
+	if got := r.Outcome().Grown; !slices.Equal(got, []string{desired.SetClusterIP + " to 16"}) {
 		t.Errorf("grown %v", got)
 	}
 	if !slices.Contains(k.Ops(), "grow "+desired.SetClusterIP+" 16") {
@@ -43,9 +42,9 @@ func TestSetsGrowBeforeTheyFill(t *testing.T) {
 	}
 
 	for i := 6; i <= 9; i++ {
-		r.setService(testobj.Name(fmt.Sprint(i)), numbered(i, 1))
+		record(r, fmt.Sprint(i), numbered(i, 1))
 	}
-	mustApply(t, r)
+	mustSync(t, r)
 	if slices.ContainsFunc(k.Ops(), func(op string) bool { return len(op) > 5 && op[:5] == "grow " }) {
 		t.Error("grown again below its size")
 	}

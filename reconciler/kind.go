@@ -144,7 +144,7 @@ func (m members[K]) record(keys []K, answers []error, removals bool, now time.Ti
 		if err != nil {
 			errs = append(errs, err)
 			pending[k] = true
-			m.t.status.Fail(k, err, now, m.t.want.owner(k))
+			m.t.status.Fail(k, err, now, m.t.want.Owner(k))
 			continue
 		}
 		m.t.status.OK(k)

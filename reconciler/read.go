@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 )
 
 // kernelView is the kernel as one drift check read it.
@@ -67,7 +68,7 @@ func (r *Reconciler) planShare() {
 	for k, h := range r.vs.have {
 		pause()
 		if r.reading.plan.covers(k) {
-			r.reading.plan.believed[k] = shareVS{vs: h.vs, reals: h.reals.len() > 0}
+			r.reading.plan.believed[k] = shareVS{vs: h.vs, reals: h.reals.Len() > 0}
 		}
 	}
 }
@@ -159,7 +160,7 @@ func (r *Reconciler) readKernel() (*kernelView, error) {
 				return nil, err
 			}
 		}
-		v.vs[vs.Key] = heldVS{vs, newRealSet(reals)}
+		v.vs[vs.Key] = heldVS{vs, realset.New(reals)}
 		v.realServersOf++
 	}
 	lap(&v.took.realServers)
@@ -205,7 +206,7 @@ func (r *Reconciler) readShare(v *kernelView) error {
 		}
 		// Believed present; an unexpected empty answer shows as a
 		// difference, and adopt confirms it with a request of its own.
-		v.vs[k] = heldVS{vs, newRealSet(reals)}
+		v.vs[k] = heldVS{vs, realset.New(reals)}
 		v.realServersOf++
 	}
 	return nil

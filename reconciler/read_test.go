@@ -17,7 +17,6 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -35,7 +34,7 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 	var reads oplog.Counter
 	k.IPVS.SetHook(reads.Hook)
 	k.Ops()
-	mustRefresh(t, r)
+	mustCheck(t, r)
 	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.1:80/TCP 10.244.0.1:8080")
 	if n := reads.Of("read-table"); n != 1 {
 		t.Fatalf("%d table reads, want 1", n)
@@ -48,9 +47,7 @@ func TestReconcilerReadsSmallTablesInOneRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := refresh(r); err != nil {
-		t.Fatal(err)
-	}
+	mustCheck(t, r)
 	if n := reads.Of("read-table"); n != 1 {
 		t.Fatalf("%d table reads of %d virtual servers, want none", n-1, tableReadMax+2)
 	}
@@ -70,11 +67,11 @@ func TestReconcilerListsLargeTablesEveryFewChecks(t *testing.T) {
 		if i == 5 {
 			st = state(vip, 80) // no endpoints: its real-server dump is empty
 		}
-		r.setService(testobj.Name(vip), st)
+		record(r, vip, st)
 		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
 	}
-	mustApply(t, r)
-	refresh := func() { mustRefresh(t, r) }
+	mustSync(t, r)
+	refresh := func() { mustCheck(t, r) }
 	refresh() // the first read lists everything
 	k.Ops()
 	c.Reset()
@@ -118,11 +115,11 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	var keys []ipvs.Key
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
-		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1), fmt.Sprintf("10.244.1.%d:8080", i+1)))
+		record(r, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1), fmt.Sprintf("10.244.1.%d:8080", i+1)))
 		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
 	}
-	mustApply(t, r)
-	refresh := func() { mustRefresh(t, r) }
+	mustSync(t, r)
+	refresh := func() { mustCheck(t, r) }
 	// Nothing is believed before the first read, so it dumps everything.
 	refresh()
 	if len(d.Named("list-rs")) != len(keys) {
@@ -155,8 +152,8 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	// is confirmed with its real servers and deleted at the next check
 	// that lists the virtual servers (this one: the fourth, see dumpPlan).
 	k.IPVS.SetConnections(keys[1], netip.MustParseAddrPort("10.244.1.2:8080"), 1, 0)
-	r.setService(testobj.Name("10.96.0.2"), state("10.96.0.2", 80, "10.244.0.2:8080"))
-	mustApply(t, r)
+	record(r, "10.96.0.2", state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustSync(t, r)
 	fakekernel.ExpectOps(t, k, "update-rs 10.96.0.2:80/TCP 10.244.1.2:8080 weight=0")
 	stray := ipvs.Key{Address: netip.MustParseAddr("10.96.0.99"), Protocol: ipvs.TCP, Port: 80}
 	_ = k.IPVS.AddVirtualServer(ipvs.VirtualServer{Key: stray, Scheduler: "rr"})
@@ -184,9 +181,9 @@ func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Co
 	k.Sets.SetHook(c.Hook)
 	for i := range 6 {
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
-		r.setService(testobj.Name(vip), state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+		record(r, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
 	}
-	mustApply(t, r)
+	mustSync(t, r)
 	return k, r, c
 }
 
@@ -196,7 +193,7 @@ func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Co
 // listing check.
 func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 	k, r, c := sixCountedServices(t)
-	refresh := func() { mustRefresh(t, r) }
+	refresh := func() { mustCheck(t, r) }
 	refresh()
 	k.Ops()
 	c.Reset()
@@ -239,33 +236,30 @@ func TestReconcilerListsSetsWhoseCountsDiffer(t *testing.T) {
 // check still lists no set.
 func TestReconcilerCountsSetsBesideSyncWrites(t *testing.T) {
 	k, r, c := sixCountedServices(t)
-	mustRefresh(t, r)
-	shares := (len(r.vs.have) + r.reading.dumpsMax - 1) / r.reading.dumpsMax
-	for r.reading.rounds%shares == 0 { // the next check is not a listing one
-		mustRefresh(t, r)
+	mustCheck(t, r)
+	// Checks until one lists the virtual servers: the next reads a share.
+	for !mustCheck(t, r).Stats().Listed {
 	}
 	c.Reset()
 
-	r.beginRead()
-	r.mu.Lock()
-	r.planShare()
-	r.mu.Unlock()
-	r.setService(testobj.Name("10.96.0.7"), state("10.96.0.7", 80, "10.244.0.7:8080"))
-	mustApply(t, r)
-	v, err := r.readKernel()
-	if err != nil {
-		t.Fatal(err)
+	// The check's setup runs once it has planned its share, before it reads.
+	read := r.CheckNow(func() error {
+		record(r, "10.96.0.7", state("10.96.0.7", 80, "10.244.0.7:8080"))
+		mustSync(t, r)
+		return nil
+	})
+	if read.Err != nil {
+		t.Fatal(read.Err)
+	}
+	if read.Stats().Listed {
+		t.Fatal("the check listed the virtual servers; want one that reads a share")
 	}
 	if l := c.Named("list-entries"); len(l) != 0 {
 		t.Errorf("the check listed sets %v; a sync's own writes made their counts differ", l)
 	}
-	w := mustAdopt(t, r, v)
-	if errs := r.drain(v, w); len(errs) > 0 {
-		t.Fatal(errs)
-	}
 	k.Ops()
-	mustApply(t, r)
-	mustRefresh(t, r)
+	mustSyncRead(t, r, &read)
+	mustCheck(t, r)
 	fakekernel.ExpectOps(t, k)
 }
 
@@ -275,9 +269,9 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
 	for i := 1; i <= 6; i++ {
-		r.setService(testobj.Name(fmt.Sprint(i)), numbered(i, 2))
+		record(r, fmt.Sprint(i), numbered(i, 2))
 	}
-	mustApply(t, r)
+	mustSync(t, r)
 	// The kernel's log of dumps and writes, in the order it sees them;
 	// the first dump is held until release is closed.
 	var mu sync.Mutex
@@ -307,36 +301,35 @@ func TestReconcilerWritesBeforeTheNextDump(t *testing.T) {
 		return nil
 	})
 
-	r.beginRead()
-	r.mu.Lock()
-	r.planShare()
-	r.mu.Unlock()
-	read := make(chan error)
-	go func() {
-		_, err := r.readKernel()
-		read <- err
-	}()
+	done := make(chan struct{})
+	r.StartCheck(nil, func() { close(done) })
 	<-inDump
-	r.setService(testobj.Name("7"), numbered(7, 2))
-	applied := make(chan []error)
-	go func() { applied <- r.apply() }()
-	// Wait until apply is queued behind the dump in flight: from then on a
-	// new shared hold is refused. An apply that finishes first did not wait.
+	record(r, "7", numbered(7, 2))
+	synced := make(chan struct{})
+	go func() {
+		r.Sync(nil, nil)
+		close(synced)
+	}()
+	// White-box: wait until the sync's write is queued behind the dump in
+	// flight: from then on a new shared hold of writesFirst is refused. A
+	// sync that finishes first did not wait.
 	for r.writesFirst.TryRLock() {
 		r.writesFirst.RUnlock()
 		select {
-		case errs := <-applied:
-			t.Fatalf("apply wrote beside the dump in flight instead of queueing (errors: %v)", errs)
+		case <-synced:
+			t.Fatalf("the sync wrote beside the dump in flight instead of queueing (failed: %v)", r.Failed())
 		default:
 			runtime.Gosched()
 		}
 	}
 	close(release)
-	if errs := <-applied; len(errs) > 0 {
-		t.Fatal(errs)
+	<-synced
+	<-done
+	if read := r.CheckDone(true); read.Err != nil {
+		t.Fatal(read.Err)
 	}
-	if err := <-read; err != nil {
-		t.Fatal(err)
+	if failed := r.Failed(); len(failed) > 0 {
+		t.Fatal(failed)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -354,16 +347,15 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 	final := map[int]desired.State{}
 	for i := 1; i <= 40; i++ {
 		final[i] = numbered(i, 2)
-		r.setService(testobj.Name(fmt.Sprint(i)), final[i])
+		record(r, fmt.Sprint(i), final[i])
 	}
-	mustApply(t, r)
-	mustRefresh(t, r) // the first read lists everything
+	mustSync(t, r)
+	mustCheck(t, r) // the first read lists everything
 
 	for round := range 10 {
 		done := make(chan struct{})
 		r.StartCheck(nil, func() { close(done) })
 		for i := 1 + round%3; i <= 40; i += 3 {
-			r.mu.Lock()
 			switch {
 			case i%5 == 0:
 				final[i] = desired.State{}
@@ -372,27 +364,24 @@ func TestReconcilerShareReadsBesideSyncs(t *testing.T) {
 			default:
 				final[i] = numbered(i, 2)
 			}
-			r.setService(testobj.Name(fmt.Sprint(i)), final[i])
-			mustApply(t, r)
-			r.mu.Unlock()
+			record(r, fmt.Sprint(i), final[i])
+			mustSync(t, r)
 		}
 		<-done
 		res := r.CheckDone(true)
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		if errs := r.drain(res.view, res.written); len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		mustApply(t, r)
+		mustSyncRead(t, r, res)
 	}
-	shares := (len(r.vs.have) + r.reading.dumpsMax - 1) / r.reading.dumpsMax
+	// At most 40 virtual servers, 8 a check: at most 5 checks read them all.
+	const shares = (40 + 8 - 1) / 8
 	for range shares { // drains what the last changes left at weight 0
-		mustRefresh(t, r)
+		mustCheck(t, r)
 	}
 	k.Ops()
 	for range shares {
-		mustRefresh(t, r)
+		mustCheck(t, r)
 	}
 	fakekernel.ExpectOps(t, k)
 
@@ -427,14 +416,14 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 		return nil
 	})
 	r := testReconciler(k)
-	r.setService(testobj.Name("a"), state("10.96.0.1", 80, "10.244.0.1:8080"))
-	r.setService(testobj.Name("b"), state("10.96.0.2", 80, "10.244.0.2:8080"))
-	mustApply(t, r)
+	record(r, "a", state("10.96.0.1", 80, "10.244.0.1:8080"))
+	record(r, "b", state("10.96.0.2", 80, "10.244.0.2:8080"))
+	mustSync(t, r)
 	if waited.Load() {
 		t.Error("addresses were written before any virtual server, not beside them")
 	}
-	if r.done.Ops != 10 {
-		t.Errorf("counted %d kernel writes, want 10 (2 addresses, 2 virtual servers, 2 real servers, 4 entries)", r.done.Ops)
+	if ops := r.Outcome().Ops; ops != 10 {
+		t.Errorf("counted %d kernel writes, want 10 (2 addresses, 2 virtual servers, 2 real servers, 4 entries)", ops)
 	}
 	fakekernel.ExpectOps(t, k,
 		"add-addr 10.96.0.1", "add-addr 10.96.0.2",

@@ -8,6 +8,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 )
 
 // A failed write may have left the kernel as wanted: when its answer was
@@ -26,7 +27,7 @@ type vsReadBack struct {
 	vsRead  bool // vs and present hold the virtual server's read
 	vs      ipvs.VirtualServer
 	present bool
-	real    *realSet // its real servers; nil when not read
+	real    *realset.Set // its real servers; nil when not read
 }
 
 // readBackVirtualServers reads back the virtual servers of the ops that
@@ -60,7 +61,7 @@ func (r *Reconciler) readBackVirtualServers(ops []ipvs.Op, errs []error) map[ipv
 		if (!isVS || op.Kind == ipvs.AddVS) && rb.real == nil {
 			reals, err := r.ipvs.RealServers(k)
 			if err == nil {
-				rb.real = newRealSet(reals)
+				rb.real = realset.New(reals)
 			}
 			rb.err = errors.Join(rb.err, err)
 		}
@@ -79,10 +80,10 @@ func (rb *vsReadBack) holds(op ipvs.Op) bool {
 	case ipvs.DeleteVS:
 		return !rb.present
 	case ipvs.AddRS, ipvs.UpdateRS:
-		rs, ok := rb.real.get(op.RS.ID())
+		rs, ok := rb.real.Get(op.RS.ID())
 		return ok && rs.Weight == op.RS.Weight
 	case ipvs.DeleteRS:
-		_, ok := rb.real.get(op.RS.ID())
+		_, ok := rb.real.Get(op.RS.ID())
 		return !ok
 	}
 	return false
@@ -106,7 +107,7 @@ func (r *Reconciler) takeReadBack(k ipvs.Key, rb *vsReadBack) {
 	case rb.vsRead:
 		h.vs = rb.vs
 		if !believed {
-			h.reals = newRealSet(nil)
+			h.reals = realset.New(nil)
 		}
 	case !believed:
 		return // real servers of a virtual server not believed to exist

@@ -14,6 +14,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/rsstatus"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
@@ -54,7 +56,7 @@ type Reconciler struct {
 	addr  table[netip.Addr, struct{}, struct{}]
 	entry table[desired.SetEntry, struct{}, struct{}]
 	// rsStatus holds the failed real servers, members of vs's rows.
-	rsStatus realServerStatus
+	rsStatus rsstatus.Tables
 	// setUse is what the reconciler knows of its sets' sizes.
 	setUse setUse
 	now    func() time.Time
@@ -105,7 +107,7 @@ type drainState struct {
 	// startDrain read of a virtual server, for the apply that follows
 	// (see connectionsOf); reads counts those dumps this sync
 	// (drainReadsMax).
-	read  map[ipvs.Key]*realSet
+	read  map[ipvs.Key]*realset.Set
 	reads int
 }
 
@@ -214,7 +216,7 @@ func New(k Kernel, o Options) *Reconciler {
 		vs:         newTable[ipvs.Key, desired.VirtualServer, heldVS](status.KindVirtualServer, retryMax),
 		addr:       newTable[netip.Addr, struct{}, struct{}](status.KindAddress, retryMax),
 		entry:      newTable[desired.SetEntry, struct{}, struct{}](status.KindSetEntry, retryMax),
-		rsStatus:   realServerStatus{byVS: map[ipvs.Key]*status.Table[netip.AddrPort]{}, max: retryMax},
+		rsStatus:   rsstatus.New(retryMax),
 		setUse:     setUse{entries: map[string]int{}, wanted: map[string]int{}, capacity: map[string]int{}},
 		draining:   drainState{reals: map[ipvs.Key]map[netip.AddrPort]bool{}, servers: map[ipvs.Key]bool{}},
 		now:        now,
@@ -320,7 +322,7 @@ func (r *Reconciler) Outcome() Outcome {
 // server: its attributes and its real servers.
 type heldVS struct {
 	vs    ipvs.VirtualServer
-	reals *realSet
+	reals *realset.Set
 }
 
 // setService replaces what one Service wants and marks its objects dirty.
@@ -363,7 +365,7 @@ func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 
 // retryRealServersNow makes virtual server k's failed real servers due.
 func (r *Reconciler) retryRealServersNow(k ipvs.Key) {
-	if t := r.rsStatus.of(k); t != nil {
+	if t := r.rsStatus.Of(k); t != nil {
 		t.RetryAllNow()
 	}
 }

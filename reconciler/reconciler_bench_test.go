@@ -14,8 +14,6 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // BenchmarkDriftCheck is one periodic drift check of a converged reconciler
@@ -32,10 +30,11 @@ func BenchmarkDriftCheck(b *testing.B) {
 		for j := 0; j < 10; j++ {
 			reals = append(reals, fmt.Sprintf("10.%d.%d.%d:8080", 100+j, byte(i>>8), byte(i)))
 		}
-		r.setService(testobj.Name(fmt.Sprint(i)), state(vip.String(), 80, reals...))
+		record(r, fmt.Sprint(i), state(vip.String(), 80, reals...))
 	}
-	if errs := r.apply(); len(errs) > 0 {
-		b.Fatal(errs)
+	r.Sync(nil, nil)
+	if failed := r.Failed(); len(failed) > 0 {
+		b.Fatal(failed)
 	}
 	k.Ops()
 	b.ReportAllocs()
@@ -43,6 +42,8 @@ func BenchmarkDriftCheck(b *testing.B) {
 	var longest time.Duration
 	held := func(d time.Duration) { longest = max(longest, d) }
 	for i := 0; i < b.N; i++ {
+		// White-box: a drift check (CheckNow) whose adopt reports how
+		// long it holds r.mu, which no call shows.
 		r.beginRead()
 		v, err := r.readKernel()
 		if err != nil {
@@ -54,8 +55,9 @@ func BenchmarkDriftCheck(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if errs := append(r.drain(v, w), r.apply()...); len(errs) > 0 {
-			b.Fatal(errs)
+		r.Sync(nil, &CheckResult{view: v, written: w})
+		if failed := r.Failed(); len(failed) > 0 {
+			b.Fatal(failed)
 		}
 	}
 	b.StopTimer()
@@ -64,30 +66,6 @@ func BenchmarkDriftCheck(b *testing.B) {
 		b.Fatalf("a drift check of a converged kernel wrote %d objects", len(ops))
 	}
 }
-
-// sinkKernel takes every write and keeps nothing, so that a measurement of
-// the heap sees the reconciler's memory alone.
-type sinkKernel struct{}
-
-func (sinkKernel) VirtualServers() ([]ipvs.VirtualServer, error) { return nil, nil }
-func (sinkKernel) GetVirtualServer(ipvs.Key) (ipvs.VirtualServer, bool, error) {
-	return ipvs.VirtualServer{}, false, nil
-}
-func (sinkKernel) RealServers(ipvs.Key) ([]ipvs.RealServer, error) { return nil, nil }
-func (sinkKernel) Write(ops []ipvs.Op) []error                     { return make([]error, len(ops)) }
-func (sinkKernel) EnsureLink() error                               { return nil }
-func (sinkKernel) Exists() (bool, error)                           { return true, nil }
-func (sinkKernel) Addresses() ([]netip.Addr, error)                { return nil, nil }
-func (sinkKernel) AddAddresses(a []netip.Addr) []error             { return make([]error, len(a)) }
-func (sinkKernel) DeleteAddresses(a []netip.Addr) []error          { return make([]error, len(a)) }
-func (sinkKernel) EnsureSet(ipset.Set) error                       { return nil }
-func (sinkKernel) Entries(string) ([]ipset.Entry, error)           { return nil, nil }
-func (sinkKernel) Count(string) (int, error)                       { return 0, nil }
-func (sinkKernel) Has(string, ipset.Entry) (bool, error)           { return false, nil }
-func (sinkKernel) AddEntries(_ string, e []ipset.Entry) []error    { return make([]error, len(e)) }
-func (sinkKernel) DeleteEntries(_ string, e []ipset.Entry) []error { return make([]error, len(e)) }
-func (sinkKernel) Capacity(string) (int, error)                    { return 1 << 30, nil }
-func (sinkKernel) Grow(ipset.Set, uint32) error                    { return nil }
 
 // BenchmarkConvergedHeap reports the heap the reconciler keeps for 10k
 // Services × 10 endpoints once they are programmed (desired state and
@@ -98,7 +76,7 @@ func BenchmarkConvergedHeap(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		var k sinkKernel
+		var k fakekernel.Sink
 		r := New(Kernel{IPVS: k, Links: k, Sets: k}, Options{SetNames: []string{desired.SetClusterIP, desired.SetIPVSIPs}})
 		for s := 0; s < 10000; s++ {
 			service := testobj.Service(fmt.Sprintf("10.96.%d.%d", s>>8, s&0xff), testobj.Port("http", v1.ProtocolTCP, 80))
@@ -108,10 +86,11 @@ func BenchmarkConvergedHeap(b *testing.B) {
 				eps = append(eps, testobj.EP{IP: fmt.Sprintf("10.%d.%d.%d", 100+e, s>>8, s&0xff), Ready: testobj.Yes})
 			}
 			st, _ := desired.Compute(service, []*discovery.EndpointSlice{testobj.Slice("e", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, eps...)}, cfg, desired.Node{})
-			r.setService(types.NamespacedName{Namespace: "ns", Name: service.Name}, st)
+			r.Record([]Change{{Name: types.NamespacedName{Namespace: "ns", Name: service.Name}, State: st}})
 		}
-		if errs := r.apply(); len(errs) > 0 {
-			b.Fatal(errs)
+		r.Sync(nil, nil)
+		if failed := r.Failed(); len(failed) > 0 {
+			b.Fatal(failed)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

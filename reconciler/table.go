@@ -3,8 +3,10 @@ package reconciler
 import (
 	"time"
 
-	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/owners"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
 // table is one kind of kernel object as the reconciler keeps it: what the
@@ -23,9 +25,9 @@ import (
 //
 // Virtual servers, addresses and ipset entries are tables. A real server is
 // a member of its virtual server's row: wanted in W, believed in H, written
-// in the same batches, its failures kept by virtual server (realServerStatus).
+// in the same batches, its failures kept by virtual server (package rsstatus).
 type table[K comparable, W, H any] struct {
-	want   owners[K, W]
+	want   owners.Map[K, W]
 	have   map[K]H
 	dirty  map[K]bool
 	status status.Table[K]
@@ -39,20 +41,20 @@ type table[K comparable, W, H any] struct {
 
 func newTable[K comparable, W, H any](kind status.Kind, retryMax time.Duration) table[K, W, H] {
 	return table[K, W, H]{
-		want: owners[K, W]{}, have: map[K]H{}, dirty: map[K]bool{},
+		want: owners.Map[K, W]{}, have: map[K]H{}, dirty: map[K]bool{},
 		status: status.NewTable[K](kind, retryMax),
 	}
 }
 
 // update records that owner wants k as w.
 func (t *table[K, W, H]) update(k K, owner types.NamespacedName, w W) {
-	t.want.add(k, owner, w)
+	t.want.Add(k, owner, w)
 	t.mark(k)
 }
 
 // delete records that owner no longer wants k.
 func (t *table[K, W, H]) delete(k K, owner types.NamespacedName) {
-	t.want.remove(k, owner)
+	t.want.Remove(k, owner)
 	t.mark(k)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 )
 
 // virtualServers is the kind of the virtual-server table: its writes are
@@ -75,7 +76,7 @@ type change struct {
 
 func (r *Reconciler) changeOf(k ipvs.Key) change {
 	c := change{}
-	c.want, c.wanted = r.vs.want.get(k)
+	c.want, c.wanted = r.vs.want.Get(k)
 	c.have, c.exists = r.vs.have[k]
 	c.drainsAll = !c.wanted && c.exists && r.drainsWhole(k, c.have)
 	if c.drainsAll {
@@ -112,7 +113,7 @@ func (c change) realsWritten(r *Reconciler, k ipvs.Key, now time.Time) bool {
 func (r *Reconciler) prepare(keys keys[ipvs.Key], now time.Time) {
 	for k := range keys.each() {
 		c := r.changeOf(k)
-		if c.have.reals.len() == 0 && r.draining.reals[k] == nil || !c.realsWritten(r, k, now) {
+		if c.have.reals.Len() == 0 && r.draining.reals[k] == nil || !c.realsWritten(r, k, now) {
 			continue // nothing removed, nothing draining: a new virtual server
 		}
 		wantedRS := make(map[netip.AddrPort]bool, len(c.want.Reals))
@@ -126,9 +127,9 @@ func (r *Reconciler) prepare(keys keys[ipvs.Key], now time.Time) {
 				}
 			}
 		}
-		var conns *realSet
+		var conns *realset.Set
 		connsRead, staleUDP := false, false
-		for _, cur := range c.have.reals.members() {
+		for _, cur := range c.have.reals.Members() {
 			id := cur.ID()
 			switch {
 			case wantedRS[id]:
@@ -142,7 +143,7 @@ func (r *Reconciler) prepare(keys keys[ipvs.Key], now time.Time) {
 				if !connsRead {
 					conns, connsRead = r.connectionsOf(k), true
 				}
-				if rs, ok := conns.get(id); conns != nil && (!ok || !connected(rs)) {
+				if rs, ok := conns.Get(id); conns != nil && (!ok || !connected(rs)) {
 					continue
 				}
 				if r.draining.reals[k] == nil {
@@ -172,7 +173,7 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 	c := r.changeOf(k)
 	if !c.wanted && !c.exists {
 		r.vs.status.OK(k)
-		r.rsStatus.forget(k)
+		r.rsStatus.Forget(k)
 		return false
 	}
 	if c.vsOp.Kind == 0 {
@@ -187,7 +188,7 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 		return false
 	}
 	rsOp := func(kind ipvs.OpKind, rs ipvs.RealServer) {
-		if r.rsStatus.waiting(k, rs.ID(), now) {
+		if r.rsStatus.Waiting(k, rs.ID(), now) {
 			waits = true
 			return
 		}
@@ -198,17 +199,17 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 	for _, rs := range c.want.Reals {
 		id := rs.ID()
 		wantedRS[id] = true
-		cur, ok := haveRS.get(id)
+		cur, ok := haveRS.Get(id)
 		switch {
 		case !ok:
 			rsOp(ipvs.AddRS, rs)
 		case cur.Weight != rs.Weight:
 			rsOp(ipvs.UpdateRS, rs)
 		default:
-			r.rsStatus.ok(k, id)
+			r.rsStatus.OK(k, id)
 		}
 	}
-	for _, cur := range haveRS.members() {
+	for _, cur := range haveRS.Members() {
 		switch id := cur.ID(); {
 		case wantedRS[id]:
 		case k.Protocol == ipvs.TCP && r.draining.reals[k][id]:
@@ -222,10 +223,10 @@ func (vk virtualServers) plan(k ipvs.Key, now time.Time, p *plans[ipvs.Op]) (wai
 	}
 	// A real server that failed and is now neither wanted nor present
 	// needs nothing more.
-	if t := r.rsStatus.of(k); t != nil {
+	if t := r.rsStatus.Of(k); t != nil {
 		for id := range t.Keys() {
-			if _, present := haveRS.get(id); !wantedRS[id] && !present {
-				r.rsStatus.ok(k, id)
+			if _, present := haveRS.Get(id); !wantedRS[id] && !present {
+				r.rsStatus.OK(k, id)
 			}
 		}
 	}
@@ -240,19 +241,19 @@ func (r *Reconciler) opOK(op ipvs.Op) {
 		r.vs.status.OK(op.VS.Key)
 	case ipvs.DeleteVS:
 		r.vs.status.OK(op.VS.Key)
-		r.rsStatus.forget(op.VS.Key)
+		r.rsStatus.Forget(op.VS.Key)
 	default:
-		r.rsStatus.ok(op.VS.Key, op.RS.ID())
+		r.rsStatus.OK(op.VS.Key, op.RS.ID())
 	}
 }
 
 func (r *Reconciler) opFailed(op ipvs.Op, err error, now time.Time) {
-	owner := r.vs.want.owner(op.VS.Key)
+	owner := r.vs.want.Owner(op.VS.Key)
 	switch op.Kind {
 	case ipvs.AddVS, ipvs.UpdateVS, ipvs.DeleteVS:
 		r.vs.status.Fail(op.VS.Key, err, now, owner)
 	default:
-		r.rsStatus.fail(op.VS.Key, op.RS.ID(), err, now, owner)
+		r.rsStatus.Fail(op.VS.Key, op.RS.ID(), err, now, owner)
 	}
 }
 
@@ -263,8 +264,8 @@ func (r *Reconciler) believe(op ipvs.Op) {
 	case ipvs.AddVS:
 		// Sized for the real servers to come: grown by append, a set of
 		// ten would hold room for sixteen, at every virtual server.
-		want, _ := r.vs.want.get(k)
-		r.vs.believe(k, heldVS{op.VS, newRealSet(make([]ipvs.RealServer, 0, len(want.Reals)))})
+		want, _ := r.vs.want.Get(k)
+		r.vs.believe(k, heldVS{op.VS, realset.New(make([]ipvs.RealServer, 0, len(want.Reals)))})
 	case ipvs.UpdateVS:
 		h := r.vs.have[k]
 		h.vs = op.VS
@@ -277,13 +278,13 @@ func (r *Reconciler) believe(op ipvs.Op) {
 		if !ok {
 			return // only written with its virtual server, believed first
 		}
-		cur, ok := h.reals.get(op.RS.ID())
+		cur, ok := h.reals.Get(op.RS.ID())
 		if !ok {
 			cur = op.RS
 		}
 		cur.Weight = op.RS.Weight
-		h.reals.put(cur)
+		h.reals.Put(cur)
 	case ipvs.DeleteRS:
-		r.vs.have[k].reals.remove(op.RS.ID())
+		r.vs.have[k].reals.Remove(op.RS.ID())
 	}
 }

@@ -1,0 +1,142 @@
+// Package serviceview builds the operator's view (package view) of the
+// Services a reconciler programs: per Service, what it wants beside what
+// the kernel is believed to hold of it, and its failed objects. It only
+// reads what the reconciler lends it while holding its lock, and keeps
+// none of it; it writes nothing and talks to no kernel.
+package serviceview
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/view"
+)
+
+// Belief is what the reconciler believes the kernel holds of each object.
+type Belief interface {
+	// VirtualServer is virtual server k as believed held, with its real
+	// servers; held is false if it is not believed held.
+	VirtualServer(k objects.Key) (vs objects.VirtualServer, reals *realset.Set, held bool)
+	Address(a netip.Addr) (held bool)
+	Entry(e desired.SetEntry) (held bool)
+}
+
+// Services is what the view is built from.
+type Services struct {
+	// Wanted is what each Service wants; a Service that wants nothing is
+	// not in it.
+	Wanted map[types.NamespacedName]desired.State
+	// Programmed is when each Service was last fully programmed.
+	Programmed map[types.NamespacedName]time.Time
+	Belief     Belief
+	// Failed is every failed object, sorted, those no Service wants
+	// included (a removal); each Service's are found in it by name.
+	Failed []status.Object
+}
+
+// State is the view of the named Services, or of all if none is named, in
+// the order of their names; a named Service that wants nothing is left out.
+func State(s Services, names []types.NamespacedName) view.State {
+	if len(names) == 0 {
+		for n := range s.Wanted {
+			names = append(names, n)
+		}
+	}
+	slices.SortFunc(names, func(a, b types.NamespacedName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	out := view.State{Services: []view.Service{}, Failed: s.Failed}
+	failed := byName(s.Failed)
+	for _, n := range names {
+		if st, ok := s.Wanted[n]; ok {
+			out.Services = append(out.Services, service(n, st, s.Programmed[n], s.Belief, failed))
+		}
+	}
+	return out
+}
+
+// failures are the failed objects by kind and name, and the failed real
+// servers by the name of their virtual server.
+type failures struct {
+	byName map[kindName]status.Object
+	reals  map[string][]status.Object
+}
+
+type kindName struct {
+	kind status.Kind
+	name string
+}
+
+// byName indexes failed: a real server is named after its virtual server
+// ("10.96.0.1:80/TCP 10.244.0.1:8080", see status.NewMemberTable).
+func byName(failed []status.Object) failures {
+	f := failures{byName: map[kindName]status.Object{}, reals: map[string][]status.Object{}}
+	for _, o := range failed {
+		if o.Kind == status.KindRealServer {
+			vs, _, _ := strings.Cut(o.Object, " ")
+			f.reals[vs] = append(f.reals[vs], o)
+			continue
+		}
+		f.byName[kindName{o.Kind, o.Object}] = o
+	}
+	return f
+}
+
+// add appends the failed object of this kind and name to out, if it failed.
+func (f failures) add(out []status.Object, kind status.Kind, name string) []status.Object {
+	if o, ok := f.byName[kindName{kind, name}]; ok {
+		return append(out, o)
+	}
+	return out
+}
+
+// service is one Service's view: each object it wants, whether it is held,
+// and the objects whose last write failed.
+func service(name types.NamespacedName, st desired.State, programmed time.Time, b Belief, f failures) view.Service {
+	s := view.Service{Name: name.String(), Programmed: programmed}
+	for _, v := range st.VirtualServers {
+		k := v.Virtual.Key
+		have, reals, held := b.VirtualServer(k)
+		s.VirtualServers = append(s.VirtualServers, virtualServer(v, have, reals, held))
+		s.Failed = f.add(s.Failed, status.KindVirtualServer, k.String())
+		s.Failed = append(s.Failed, f.reals[k.String()]...)
+	}
+	for _, a := range st.Addresses {
+		s.Addresses = append(s.Addresses, view.Member{Object: a.String(), Held: b.Address(a)})
+		s.Failed = f.add(s.Failed, status.KindAddress, a.String())
+	}
+	for _, e := range st.Entries {
+		s.Entries = append(s.Entries, view.Member{Object: e.String(), Held: b.Entry(e)})
+		s.Failed = f.add(s.Failed, status.KindSetEntry, e.String())
+	}
+	return s
+}
+
+// virtualServer is a wanted virtual server beside what is held of it (have
+// and reals, if held): its wanted real servers, then those held and no
+// longer wanted (those that drain).
+func virtualServer(v desired.VirtualServer, have objects.VirtualServer, reals *realset.Set, held bool) view.VirtualServer {
+	vs := view.VirtualServer{Key: v.Virtual.Key.String(), Scheduler: v.Virtual.Scheduler, Flags: v.Virtual.Flags, Timeout: v.Virtual.Timeout,
+		Held: held && have == v.Virtual}
+	wanted := map[netip.AddrPort]bool{}
+	for _, rs := range v.Reals {
+		wanted[rs.ID()] = true
+		cur, ok := reals.Get(rs.ID())
+		vs.Reals = append(vs.Reals, view.Real{Address: rs.ID().String(), Weight: rs.Weight, Wanted: true, Held: ok && cur.Weight == rs.Weight})
+	}
+	for _, cur := range reals.Members() {
+		if !wanted[cur.ID()] {
+			vs.Reals = append(vs.Reals, view.Real{Address: cur.ID().String(), Weight: cur.Weight, Held: true})
+		}
+	}
+	return vs
+}
