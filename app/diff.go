@@ -88,7 +88,7 @@ const (
 // kernelDiff runs one sync of a proxier on a kernel that records writes
 // instead of making them (package diff), and returns them.
 func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
-	client, err := newClient(o.Client)
+	client, err := newClient(o.Client, false)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
@@ -126,7 +128,11 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	client, err := newClient(o.Client)
+	client, err := newClient(o.Client, false)
+	if err != nil {
+		return err
+	}
+	criticalClient, err := newClient(o.Client, true)
 	if err != nil {
 		return err
 	}
@@ -169,10 +175,12 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	if err := serveHTTP(ctx, log, o, health, m, p, ipvsStats); err != nil {
 		return err
 	}
-	// The critical Services' own small list and watch first: the proxier
-	// programs them from it long before the cluster-wide list completes.
+	// The critical Services' own small list and watch first, on connections
+	// of their own: the proxier programs them from it long before the
+	// cluster-wide list completes, whose megabytes would otherwise share the
+	// one HTTP/2 connection (and its flow-control window) with them.
 	critical := p.Critical()
-	if err := informers.StartCritical(ctx, client, cfg.CriticalServices, o.ConfigSyncPeriod, critical, critical, critical.Stop); err != nil {
+	if err := informers.StartCritical(ctx, criticalClient, cfg.CriticalServices, o.ConfigSyncPeriod, critical, critical, critical.Stop); err != nil {
 		return err
 	}
 	if err := informers.Start(ctx, client, node, o.ConfigSyncPeriod, p, p, p); err != nil {
@@ -187,8 +195,10 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 
 // newClient is the apiserver client: protobuf by default, as kube-proxy's
 // (decoding tens of thousands of Services and EndpointSlices costs several
-// times less CPU than JSON), with watch events buffered.
-func newClient(o ClientOptions) (*kubeclient.Client, error) {
+// times less CPU than JSON), with watch events buffered. client-go shares
+// one connection between clients of the same configuration; ownConnection
+// gives this client its own (a dial function of its own is never shared).
+func newClient(o ClientOptions, ownConnection bool) (*kubeclient.Client, error) {
 	var rc *rest.Config
 	var err error
 	if o.Kubeconfig == "" && o.Master == "" {
@@ -204,6 +214,9 @@ func newClient(o ClientOptions) (*kubeclient.Client, error) {
 	rc.AcceptContentTypes = cmp.Or(o.AcceptContentTypes, rc.ContentType+",application/json")
 	rc.QPS, rc.Burst = o.QPS, o.Burst
 	rc.Wrap(informers.BufferWatches)
+	if ownConnection {
+		rc.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	client, err := kubeclient.New(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
