@@ -43,7 +43,8 @@ func (r *Reconciler) beginRead() {
 	r.entry.beginRead()
 	r.reading.plan = dumpPlan{}
 	n := len(r.vs.have)
-	if !r.reading.adopted || n <= r.reading.dumpsMax {
+	if !r.reading.adopted || r.reading.wholeNext || n <= r.reading.dumpsMax {
+		r.reading.wholeNext = false
 		return
 	}
 	r.reading.plan = dumpPlan{seed: r.reading.seed, shares: (n + r.reading.dumpsMax - 1) / r.reading.dumpsMax, always: map[ipvs.Key]bool{}}
@@ -74,11 +75,13 @@ func (r *Reconciler) planShare() {
 }
 
 // realServerDumpsMax is the most virtual servers whose real servers one drift
-// check dumps. The kernel answers one dump per virtual server (~0.4 ms each in
-// the test VM: 20 of a 50k check's 33 s, during which syncs' writes queue
-// behind the dumps); above this, each check dumps a share and every virtual
-// server's real servers are checked within a few sync periods.
-const realServerDumpsMax = 15000
+// check dumps. The kernel answers one dump per virtual server (~0.2 ms of
+// CPU each in the test VM), and a node pays for its drift checks every sync
+// period while nothing changes: above this, each check dumps a share, so
+// that a check's cost stays the same at any scale, and every virtual
+// server's real servers are read within ceil(n/realServerDumpsMax) periods
+// (4 at 10k). A share that finds drift makes the next check whole.
+const realServerDumpsMax = 2500
 
 // dumpPlan says whose real servers a drift check dumps: all when shares is
 // at most one, else those whose key hashes to share, and those always (real

@@ -171,6 +171,44 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 	fakekernel.ExpectOps(t, k, "delete-rs 10.96.0.2:80/TCP 10.244.1.2:8080")
 }
 
+// A share's check that finds its virtual servers gone makes the next check
+// read everything: a flushed table is whole again after two checks, not one
+// per share.
+func TestReconcilerReadsWholeAfterAShareFoundDrift(t *testing.T) {
+	k := fakekernel.New(t)
+	// 40 virtual servers in shares of about 10: a share is empty once
+	// in 10^5 runs.
+	r := testReconciler(k, tuneReads(10, 0))
+	var keys []ipvs.Key
+	for i := range 40 {
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		record(r, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
+	}
+	mustSync(t, r)
+	mustCheck(t, r) // the first read, whole
+	if st := mustCheck(t, r).Stats(); !st.Listed {
+		t.Fatalf("the first share's check did not list the table: %+v", st)
+	}
+	k.Ops()
+	for _, key := range keys {
+		_ = k.IPVS.DeleteVirtualServer(key) // ipvsadm -C
+	}
+	k.Ops()
+	if st := mustCheck(t, r).Stats(); st.Listed || st.RealServersOf >= len(keys) {
+		t.Fatalf("the second share's check read it all (%+v): the test's premise", st)
+	}
+	if st := mustCheck(t, r).Stats(); !st.Listed {
+		t.Errorf("the check after a share found drift did not list the table: %+v", st)
+	}
+	if n := strings.Count(k.IPVS.Dump(), "-A "); n != len(keys) {
+		t.Errorf("two checks after a flush left %d of %d virtual servers:\n%s", n, len(keys), k.IPVS.Dump())
+	}
+	if st := mustCheck(t, r).Stats(); st.Listed {
+		t.Errorf("the check after the whole one listed the table again: shares resume")
+	}
+}
+
 // sixCountedServices returns a reconciler that has programmed six Services,
 // checks them in shares of two, and counts its set listings in c.
 func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Counter) {

@@ -130,7 +130,11 @@ type readPlan struct {
 	plan     dumpPlan
 	rounds   int
 	adopted  bool
-	seed     maphash.Seed
+	// wholeNext says a share's read found virtual servers drifted: the
+	// next read is whole, so that drift everywhere (a flushed table) is
+	// repaired in two checks rather than one per share.
+	wholeNext bool
+	seed      maphash.Seed
 }
 
 // Work is what the reconciler wrote since the last takeWork, for metrics
