@@ -52,7 +52,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 		h, believed := r.vs.have[c.key]
 		if c.present != believed || c.present && !sameVS(c.key, c.held, h) {
 			r.vs.take(c.key, c.held, c.present)
-			r.reading.wholeNext = r.reading.wholeNext || v.only != nil
+			r.reading.wholeNext = r.reading.wholeNext || v.share
 		}
 	}
 

@@ -28,6 +28,9 @@ type kernelView struct {
 	// believed share), the virtual servers not having been listed (see
 	// dumpPlan); vs holds those found.
 	only map[ipvs.Key]shareVS
+	// share says the read was one share of a table read in several (see
+	// dumpPlan), not whole.
+	share bool
 	// unreadSets are the sets whose entries were not listed, their counts
 	// being what the belief expected; entry has none of theirs.
 	unreadSets map[string]bool
@@ -129,7 +132,8 @@ const tableReadMax = 5000
 // made and, holding r.mu, the sets' believed counts, so it runs without
 // r.mu while apply writes.
 func (r *Reconciler) readKernel() (*kernelView, error) {
-	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[desired.SetEntry]struct{}{}}
+	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[desired.SetEntry]struct{}{},
+		share: r.reading.plan.shares > 1}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
 	if r.reading.plan.believed != nil {

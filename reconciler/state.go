@@ -71,6 +71,11 @@ func (r *Reconciler) settleProgrammed() {
 			delete(r.programmed.pending, name)
 		}
 	}
+	if len(r.programmed.pending) == 0 {
+		// A map keeps the size it once had: a cold start's held every
+		// Service (4.7 MB at 50k).
+		r.programmed.pending = map[types.NamespacedName]bool{}
+	}
 }
 
 // clean says whether none of st's objects is dirty.
