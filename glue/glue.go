@@ -276,6 +276,35 @@ type Glue struct {
 	blockedKnown bool
 	// failed says the last run of iptables failed.
 	failed bool
+	// quiet marks the last run that found the chains as wanted, by the
+	// nftables generation read before its iptables-save and the gen of in
+	// it wanted: while neither has moved, no table and nothing we want
+	// changed, and a run needs no iptables at all (see
+	// iptables.NFTGeneration). Zero when unknown.
+	quiet quietMark
+}
+
+// quietMark is a run that found the chains as wanted (Glue.quiet).
+type quietMark struct {
+	kernelGen uint32
+	inGen     uint64
+	set       bool
+}
+
+// generations is what an iptables that counts its tables' changes offers
+// (the nft backend's Exec).
+type generations interface {
+	Generation() (gen uint32, ok bool, err error)
+}
+
+// kernelGeneration is the tables' generation, if the backend tells it.
+func (g *Glue) kernelGeneration() (uint32, bool) {
+	t, ok := g.ipt.(generations)
+	if !ok {
+		return 0, false
+	}
+	gen, ok, err := t.Generation()
+	return gen, ok && err == nil
 }
 
 // New returns the glue of family fam's chains, written through ipt
@@ -349,6 +378,15 @@ func (g *Glue) run(readBack bool) (drifted bool, took Times, err error) {
 
 func (g *Glue) runLocked(start time.Time, readBack bool) (drifted bool, took Times, err error) {
 	took.Lock = time.Since(start)
+	kernelGen, counted := g.kernelGeneration()
+	g.inMu.Lock()
+	inGen, known := g.gen, g.known
+	g.inMu.Unlock()
+	if counted && known && g.quiet == (quietMark{kernelGen, inGen, true}) {
+		g.succeeded(inGen)
+		return false, took, nil
+	}
+	g.quiet = quietMark{}
 	g.failed = true // until it succeeds
 	lap := func(d *time.Duration) { *d = time.Since(start) }
 	saved, err := g.ipt.Save()
@@ -372,13 +410,16 @@ func (g *Glue) runLocked(start time.Time, readBack bool) (drifted bool, took Tim
 		// Until a sync says which VIPs are blocked, keep those found.
 		g.in.NodeBlocked = have
 	}
-	in, gen := g.in, g.gen
+	in, gen, known := g.in, g.gen, g.known
 	g.inMu.Unlock()
 	blocked := planBlocked(have, clean, in.NodeBlocked)
 	payload := gluePayload(g.cfg, g.fam, missing, in, blocked)
 	ours := ourChains(saved, payload)
 	asWritten := len(missing) == 0 && g.written != "" && ours == g.written && in.sameButBlocked(g.wroteIn)
 	if asWritten && blocked.none() {
+		if counted && known {
+			g.quiet = quietMark{kernelGen, gen, true}
+		}
 		g.succeeded(gen)
 		return false, took, nil
 	}

@@ -203,6 +203,56 @@ func TestGlueRestoresOnlyWhatDiffers(t *testing.T) {
 	}
 }
 
+// TestGlueSkipsIptablesWhileTheGenerationHolds: with a backend that counts
+// its tables' changes (nft), a check that finds the chains as wanted is
+// followed by checks that run no iptables at all until the tables change
+// (anyone's commit) or what the chains depend on does.
+func TestGlueSkipsIptablesWhileTheGenerationHolds(t *testing.T) {
+	ipt := &iptables.Fake{Generations: true}
+	g := New(ipt, desired.IPv4, Config{MasqueradeBit: 14})
+	g.Use(Input{InUse: map[string]bool{desired.SetClusterIP: true}})
+	ensure := func(wantSaves, wantRestores int, wantDrifted bool) {
+		t.Helper()
+		saves, restores := ipt.Saves, len(ipt.Payloads)
+		drifted, _, err := g.Ensure(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ipt.Saves-saves != wantSaves || len(ipt.Payloads)-restores != wantRestores || drifted != wantDrifted {
+			t.Fatalf("%d saves, %d restores (drifted %v); want %d, %d (%v)",
+				ipt.Saves-saves, len(ipt.Payloads)-restores, drifted, wantSaves, wantRestores, wantDrifted)
+		}
+	}
+	ensure(2, 1, false) // written and read back
+	ensure(1, 0, false) // found as wanted
+	ensure(0, 0, false) // nothing changed since
+	ensure(0, 0, false)
+
+	if err := ipt.Restore([]byte("*filter\n-A KUBE-FORWARD -j DROP\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	ensure(2, 1, true) // another program's commit: read, repaired, read back
+	ensure(1, 0, false)
+	ensure(0, 0, false)
+
+	g.Use(Input{InUse: map[string]bool{desired.SetClusterIP: true, desired.SetExternalIP: true}})
+	ensure(2, 1, false) // what we want changed
+	ensure(1, 0, false)
+	ensure(0, 0, false)
+
+	plain := &iptables.Fake{}
+	g = New(plain, desired.IPv4, Config{MasqueradeBit: 14})
+	g.Use(Input{})
+	for range 3 {
+		if _, _, err := g.Ensure(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plain.Saves != 4 {
+		t.Errorf("without a generation, three checks ran iptables-save %d times, want 4 (one a read-back)", plain.Saves)
+	}
+}
+
 // TestGlueIPv6: the IPv6 chains match on the KUBE-6- sets alone, with
 // IPv6's loopback range, reject type and cluster CIDR.
 func TestGlueIPv6(t *testing.T) {

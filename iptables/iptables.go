@@ -76,6 +76,9 @@ func RuleSpec(rule []string) string {
 // proxier, which retries its chains with backoff.
 type Exec struct {
 	IPTablesRestore, IPTablesSave string
+	// NFT says the binaries drive the nft backend, whose generation tells
+	// when any table changed (Generation).
+	NFT bool
 	// Deadline bounds iptables-save, and iptables-restore before
 	// PerLine's share; zero means DefaultDeadline.
 	Deadline time.Duration
@@ -129,6 +132,7 @@ func newExec(family string) (Exec, error) {
 		}
 		*b.to = p
 	}
+	e.NFT = drivesNFT(e.IPTablesSave)
 	return e, nil
 }
 
@@ -187,8 +191,12 @@ type Fake struct {
 	mu       sync.Mutex
 	Payloads []string
 	// Saves counts calls to Save.
-	Saves  int
-	tables []*fakeTable // in order of first use
+	Saves int
+	// Generations makes Generation tell the count of restores, gen, as the
+	// nft backend's generation tells commits.
+	Generations bool
+	gen         uint32
+	tables      []*fakeTable // in order of first use
 	// Canonical, when set, rewrites each rule as it is stored, the way
 	// iptables-save prints some rules differently from how they were
 	// written (e.g. "--or-mark 0x4000" as "--set-xmark 0x4000/0x4000").
@@ -313,6 +321,7 @@ func (f *Fake) Restore(payload []byte) error {
 		}
 	}
 	f.tables = tables
+	f.gen++
 	return nil
 }
 
