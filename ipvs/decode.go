@@ -120,11 +120,11 @@ func decodeDest(body []byte, af uint16) (RealServer, bool) {
 		case destPort:
 			rs.Port = be16(v)
 		case destWeight:
-			rs.Weight = int(int32(u32(v)))
+			rs.Weight = int32(u32(v))
 		case destActiveConns:
-			rs.ActiveConns = int(u32(v))
+			rs.ActiveConns = int32(u32(v))
 		case destInactConns:
-			rs.InactiveConns = int(u32(v))
+			rs.InactiveConns = int32(u32(v))
 		case destAddrFamily:
 			af = u16(v)
 		}

@@ -55,7 +55,7 @@ func FuzzDecode(f *testing.F) {
 		if got, ok := decodeService(body); !ok || got != want {
 			t.Fatalf("decodeService of a kernel reply = %+v, %v; want %+v", got, ok, want)
 		}
-		wantRS := RealServer{Address: a, Port: port, Weight: int(weight), ActiveConns: int(timeout), InactiveConns: int(flags)}
+		wantRS := RealServer{Address: a, Port: port, Weight: int32(weight), ActiveConns: int32(timeout), InactiveConns: int32(flags)}
 		dest := reply(attrDest, func(b []byte) []byte {
 			b = nlbatch.Attr(b, destAddr, union(a))
 			b = nlbatch.Attr(b, destPort, nlbatch.BE16(port))

@@ -226,7 +226,7 @@ func (f *Fake) DeleteRealServer(k Key, id netip.AddrPort) error {
 }
 
 // SetConnections sets a real server's connection counters, as traffic would.
-func (f *Fake) SetConnections(k Key, id netip.AddrPort, active, inactive int) {
+func (f *Fake) SetConnections(k Key, id netip.AddrPort, active, inactive int32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.servers[k]; ok {

@@ -50,7 +50,7 @@ func ParseProcTable(r io.Reader) (map[Key][]RealServer, error) {
 				}
 			}
 			t[*cur] = append(t[*cur], RealServer{Address: ap.Addr(), Port: ap.Port(),
-				Weight: v[0], ActiveConns: v[1], InactiveConns: v[2]})
+				Weight: int32(v[0]), ActiveConns: int32(v[1]), InactiveConns: int32(v[2])})
 		}
 	}
 	return t, sc.Err()

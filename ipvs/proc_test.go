@@ -30,7 +30,7 @@ FWM  00000001 rr
 		ap := netip.MustParseAddrPort(s)
 		return Key{Address: ap.Addr(), Protocol: p, Port: ap.Port()}
 	}
-	rs := func(s string, w, active, inactive int) RealServer {
+	rs := func(s string, w, active, inactive int32) RealServer {
 		ap := netip.MustParseAddrPort(s)
 		return RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w, ActiveConns: active, InactiveConns: inactive}
 	}

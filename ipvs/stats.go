@@ -24,7 +24,7 @@ type VirtualServerStats struct {
 // RealServerStats are a real server's connections now and its counters.
 type RealServerStats struct {
 	ID                         netip.AddrPort
-	ActiveConns, InactiveConns int
+	ActiveConns, InactiveConns int32
 	Counters
 }
 

@@ -63,9 +63,12 @@ type VirtualServer struct {
 type RealServer struct {
 	Address netip.Addr
 	Port    uint16
-	Weight  int
+	// The kernel keeps these as 32-bit counters (atomic_t); so do we: a
+	// real server is kept twice per endpoint per virtual server (wanted and
+	// believed), a million of them at 50k Services, where int cost 16 MB.
+	Weight int32
 	// Connection counters, filled in only when listed from the kernel.
-	ActiveConns, InactiveConns int
+	ActiveConns, InactiveConns int32
 }
 
 // ID is what identifies a real server within its virtual server.

@@ -13,7 +13,7 @@ import (
 // starts indexing and back.
 func TestSetBehavesAsAMapSmallAndLarge(t *testing.T) {
 	rs := func(i, w int) objects.RealServer {
-		return objects.RealServer{Address: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), Port: 8080, Weight: w}
+		return objects.RealServer{Address: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), Port: 8080, Weight: int32(w)}
 	}
 	s := New(nil)
 	want := map[netip.AddrPort]objects.RealServer{}

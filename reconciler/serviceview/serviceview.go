@@ -131,11 +131,11 @@ func virtualServer(v desired.VirtualServer, have objects.VirtualServer, reals *r
 	for _, rs := range v.Reals {
 		wanted[rs.ID()] = true
 		cur, ok := reals.Get(rs.ID())
-		vs.Reals = append(vs.Reals, view.Real{Address: rs.ID().String(), Weight: rs.Weight, Wanted: true, Held: ok && cur.Weight == rs.Weight})
+		vs.Reals = append(vs.Reals, view.Real{Address: rs.ID().String(), Weight: int(rs.Weight), Wanted: true, Held: ok && cur.Weight == rs.Weight})
 	}
 	for _, cur := range reals.Members() {
 		if !wanted[cur.ID()] {
-			vs.Reals = append(vs.Reals, view.Real{Address: cur.ID().String(), Weight: cur.Weight, Held: true})
+			vs.Reals = append(vs.Reals, view.Real{Address: cur.ID().String(), Weight: int(cur.Weight), Held: true})
 		}
 	}
 	return vs

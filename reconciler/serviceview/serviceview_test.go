@@ -30,7 +30,7 @@ func (b belief) Entry(e desired.SetEntry) bool { return false }
 
 func rs(addrPort string, weight int) objects.RealServer {
 	ap := netip.MustParseAddrPort(addrPort)
-	return objects.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: weight}
+	return objects.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: int32(weight)}
 }
 
 // A Service's view sets each object it wants beside the belief, lists the
