@@ -184,9 +184,11 @@ func (p *Proxier) queued() {
 }
 
 // Run syncs until ctx is done. The first sync waits for both informer caches.
-// The kernel setup needs no API object, so it starts at once, beside the
-// informers' first list, rather than on the cold start's critical path.
+// The kernel setup and the first sync's read of the kernel need no API
+// object, so they start at once, beside the informers' first list, rather
+// than on the critical path of a cold start or a restart.
 func (p *Proxier) Run(ctx context.Context) {
+	p.rec.ReadAhead()
 	done := make(chan error, 1)
 	p.setup.early = done
 	go func() {

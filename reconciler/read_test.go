@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -470,4 +473,47 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 		"add-rs 10.96.0.1:80/TCP 10.244.0.1:8080", "add-rs 10.96.0.2:80/TCP 10.244.0.2:8080",
 		"add-entry KUBE-CLUSTER-IP 10.96.0.1,tcp:80", "add-entry KUBE-CLUSTER-IP 10.96.0.2,tcp:80",
 		"add-entry KUBE-IPVS-IPS 10.96.0.1", "add-entry KUBE-IPVS-IPS 10.96.0.2")
+}
+
+// A restart reads the kernel ahead, beside the informers' list: the first
+// check adopts that read instead of reading again, a critical Service
+// programmed meanwhile is left as written, the rest is taken as it is
+// (no write for what is as wanted) and what no Service wants goes.
+func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
+	k := fakekernel.New(t)
+	before := testReconciler(k)
+	for i := range 4 {
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		record(before, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+	}
+	mustSync(t, before)
+	mustCheck(t, before)
+	k.Ops()
+
+	r := testReconciler(k) // the restarted proxier
+	var reads oplog.Counter
+	k.IPVS.SetHook(reads.Hook)
+	r.ReadAhead()
+	record(r, "10.96.0.1", state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.9:8080")) // critical, changed
+	if _, errs, err := r.ProgramFirst([]types.NamespacedName{testobj.Name("10.96.0.1")}); err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	for i := 1; i < 3; i++ { // 10.96.0.4 is no longer wanted
+		vip := fmt.Sprintf("10.96.0.%d", i+1)
+		record(r, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
+	}
+	read := r.CheckNow(nil)
+	if read.Err != nil || !read.Adopted() {
+		t.Fatalf("the read ahead was not adopted: %v", read.Err)
+	}
+	if n := reads.Of("list-vs"); n != 1 {
+		t.Errorf("the virtual servers were listed %d times, want once (the read ahead)", n)
+	}
+	mustSyncRead(t, r, &read)
+	fakekernel.ExpectOps(t, k,
+		"add-rs 10.96.0.1:80/TCP 10.244.0.9:8080",
+		"delete-vs 10.96.0.4:80/TCP",
+		"delete-addr 10.96.0.4",
+		"delete-entry KUBE-CLUSTER-IP 10.96.0.4,tcp:80",
+		"delete-entry KUBE-IPVS-IPS 10.96.0.4")
 }
