@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"fmt"
 	"os/exec"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestNFTGenerationCountsCommits(t *testing.T) {
 			return err
 		}
 		if out, err := exec.Command(nft, "add", "table", "inet", "kip_generation_test").CombinedOutput(); err != nil {
-			t.Fatalf("nft: %v: %s", err, out)
+			return fmt.Errorf("nft: %w: %s", err, out) // not t.Fatal: this runs on Do's goroutine
 		}
 		after, err = NFTGeneration()
 		return err

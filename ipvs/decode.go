@@ -122,6 +122,10 @@ func decodeDest(body []byte, af uint16) (RealServer, bool) {
 		case destWeight:
 			rs.Weight = int32(u32(v))
 		case destActiveConns:
+			// The kernel keeps these as atomic_t, which has underflowed
+			// before: such a count reads negative, as no connection
+			// (a drain ends rather than waiting forever), and the
+			// statistics show 0.
 			rs.ActiveConns = int32(u32(v))
 		case destInactConns:
 			rs.InactiveConns = int32(u32(v))

@@ -188,7 +188,7 @@ func (p *Proxier) queued() {
 // object, so they start at once, beside the informers' first list, rather
 // than on the critical path of a cold start or a restart.
 func (p *Proxier) Run(ctx context.Context) {
-	p.rec.ReadAhead()
+	p.rec.ReadAhead(p.cfg.SyncPeriod)
 	done := make(chan error, 1)
 	p.setup.early = done
 	go func() {

@@ -32,6 +32,10 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 		_, looked := v.only[k]
 		return v.only != nil && !looked || !r.ours(k)
 	}
+	looked := len(v.only)
+	if v.only == nil {
+		looked = len(r.vs.have)
+	}
 	var disagree []ipvs.Key
 	for _, k := range r.vs.drifted(v.vs, sameVS, unread, pause) {
 		_, believed := r.vs.have[k]
@@ -44,6 +48,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 	r.mu.Unlock()
 	confirmed, err := r.reread(disagree)
 	r.mu.Lock()
+	drifted := 0
 	for _, c := range confirmed {
 		pause()
 		if r.vs.written[c.key] {
@@ -52,8 +57,15 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 		h, believed := r.vs.have[c.key]
 		if c.present != believed || c.present && !sameVS(c.key, c.held, h) {
 			r.vs.take(c.key, c.held, c.present)
-			r.reading.wholeNext = r.reading.wholeNext || v.share
+			drifted++
 		}
+	}
+	// A share in which a tenth of the virtual servers drifted (a flushed
+	// table, a restarted ipvs module) says the others did too: the next
+	// check reads them all. One server another program keeps changing
+	// does not make every check whole.
+	if v.share && drifted > 0 && drifted*10 >= looked {
+		r.reading.wholeNext = true
 	}
 
 	for _, k := range r.addr.drifted(v.addr, sameMember, r.notOurAddress, pause) {

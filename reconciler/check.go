@@ -18,9 +18,10 @@ type driftCheck struct {
 	// inFlight delivers the read of a check on its own goroutine; nil when
 	// none is running or its read has been taken.
 	inFlight chan CheckResult
-	// ahead delivers ReadAhead's read to the next CheckNow; nil when there
-	// is none.
-	ahead chan CheckResult
+	// ahead delivers ReadAhead's read to the next CheckNow, which adopts
+	// it if it is at most aheadMaxAge old; nil when there is none.
+	ahead       chan CheckResult
+	aheadMaxAge time.Duration
 }
 
 // CheckResult is the outcome of a drift check.
@@ -66,15 +67,19 @@ func (c *CheckResult) Stats() ReadStats {
 
 // CheckNow runs a drift check on the caller's goroutine; setup, if not nil,
 // runs before the read (the kernel setup with its read-back). Without a
-// setup it adopts ReadAhead's read, if there is one, rather than reading
-// again; a failed read-ahead is read again.
+// setup it adopts ReadAhead's read, if there is one and it is not older
+// than ReadAhead's maxAge, rather than reading again; a failed or stale
+// read-ahead is read again.
 func (r *Reconciler) CheckNow(setup func() error) CheckResult {
 	if ahead := r.drift.ahead; ahead != nil {
 		r.drift.ahead = nil
 		read := <-ahead
 		r.mu.Lock()
-		if setup == nil && read.view != nil {
+		if setup == nil && read.view != nil && time.Since(read.Started) <= r.drift.aheadMaxAge {
 			defer r.mu.Unlock()
+			// Timed from its read's end: the wait for the informers is
+			// not the check's.
+			read.Started = time.Now().Add(-read.Read)
 			start := time.Now()
 			read.written, read.Err = r.adopt(read.view, r.pacer(nil))
 			read.Adopt = time.Since(start)
@@ -93,14 +98,17 @@ func (r *Reconciler) CheckNow(setup func() error) CheckResult {
 // the next CheckNow to adopt: at start-up the read then overlaps the
 // informers' list instead of following it (seconds at 10k Services, on a
 // restart). What is written meanwhile (the critical Services) is marked,
-// as during any check, and adopt leaves it alone. Call it before the first
-// check, from the goroutine that calls CheckNow, with no check running.
-func (r *Reconciler) ReadAhead() {
+// as during any check, and adopt leaves it alone. A read that started
+// more than maxAge before that CheckNow (the informers took long, and
+// another program may have written since) is read again. Call it before
+// the first check, from the goroutine that calls CheckNow, with no check
+// running.
+func (r *Reconciler) ReadAhead(maxAge time.Duration) {
 	r.mu.Lock()
 	r.beginRead()
 	r.mu.Unlock()
 	ahead := make(chan CheckResult, 1)
-	r.drift.ahead = ahead
+	r.drift.ahead, r.drift.aheadMaxAge = ahead, maxAge
 	go func() {
 		read := CheckResult{Started: time.Now()}
 		read.view, read.Err = r.readKernel()

@@ -213,6 +213,32 @@ func TestReconcilerReadsWholeAfterAShareFoundDrift(t *testing.T) {
 	}
 }
 
+// One virtual server drifted in a share (another program keeps changing
+// it) does not make the next check whole: only drift of a tenth of a share.
+func TestReconcilerOneDriftDoesNotMakeTheNextCheckWhole(t *testing.T) {
+	k := fakekernel.New(t)
+	r := testReconciler(k, tuneReads(50, 0))
+	dumpsOnly(k)
+	var keys []ipvs.Key
+	for i := range 100 {
+		vip := fmt.Sprintf("10.96.%d.%d", i/200, i%200+1)
+		record(r, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i%200+1)))
+		keys = append(keys, ipvs.Key{Address: netip.MustParseAddr(vip), Protocol: ipvs.TCP, Port: 80})
+	}
+	mustSync(t, r)
+	mustCheck(t, r) // whole
+	for range 4 {   // every share, each drifting one virtual server
+		for _, key := range keys {
+			_ = k.IPVS.DeleteRealServer(key, netip.MustParseAddrPort(fmt.Sprintf("10.244.0.%d:8080", key.Address.As4()[3])))
+			break
+		}
+		st := mustCheck(t, r).Stats()
+		if st.Listed && st.RealServersOf == len(keys) {
+			t.Fatalf("a check after one drifted virtual server read them all: %+v", st)
+		}
+	}
+}
+
 // sixCountedServices returns a reconciler that has programmed six Services,
 // checks them in shares of two, and counts its set listings in c.
 func sixCountedServices(t *testing.T) (fakekernel.Kernel, *Reconciler, *oplog.Counter) {
@@ -476,9 +502,11 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 }
 
 // A restart reads the kernel ahead, beside the informers' list: the first
-// check adopts that read instead of reading again, a critical Service
-// programmed meanwhile is left as written, the rest is taken as it is
-// (no write for what is as wanted) and what no Service wants goes.
+// check adopts that read instead of reading again; a critical Service
+// written while the read is under way is left as written, without being
+// read again to confirm; the rest is taken as it is (no write for what is
+// as wanted) and what no Service wants goes. A read-ahead older than its
+// bound is read again.
 func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
 	k := fakekernel.New(t)
 	before := testReconciler(k)
@@ -493,11 +521,26 @@ func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
 	r := testReconciler(k) // the restarted proxier
 	var reads oplog.Counter
 	k.IPVS.SetHook(reads.Hook)
-	r.ReadAhead()
+	// The read ahead has read IPVS and waits at the addresses while the
+	// critical Service is written.
+	reading, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	k.Links.SetHook(func(op string) error {
+		if op == "list-addrs" && held.CompareAndSwap(false, true) {
+			close(reading)
+			<-release
+		}
+		return nil
+	})
+	r.ReadAhead(time.Minute)
+	<-reading
 	record(r, "10.96.0.1", state("10.96.0.1", 80, "10.244.0.1:8080", "10.244.0.9:8080")) // critical, changed
 	if _, errs, err := r.ProgramFirst([]types.NamespacedName{testobj.Name("10.96.0.1")}); err != nil || len(errs) > 0 {
 		t.Fatal(err, errs)
 	}
+	critical := ipvs.Key{Address: netip.MustParseAddr("10.96.0.1"), Protocol: ipvs.TCP, Port: 80}
+	readFirst := reads.Exactly("get-vs " + critical.String())
+	close(release)
 	for i := 1; i < 3; i++ { // 10.96.0.4 is no longer wanted
 		vip := fmt.Sprintf("10.96.0.%d", i+1)
 		record(r, vip, state(vip, 80, fmt.Sprintf("10.244.0.%d:8080", i+1)))
@@ -509,6 +552,9 @@ func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
 	if n := reads.Of("list-vs"); n != 1 {
 		t.Errorf("the virtual servers were listed %d times, want once (the read ahead)", n)
 	}
+	if n := reads.Exactly("get-vs " + critical.String()); n != readFirst {
+		t.Errorf("the critical Service, written during the read, was read again %d times to adopt it", n-readFirst)
+	}
 	mustSyncRead(t, r, &read)
 	fakekernel.ExpectOps(t, k,
 		"add-rs 10.96.0.1:80/TCP 10.244.0.9:8080",
@@ -516,4 +562,11 @@ func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
 		"delete-addr 10.96.0.4",
 		"delete-entry KUBE-CLUSTER-IP 10.96.0.4,tcp:80",
 		"delete-entry KUBE-IPVS-IPS 10.96.0.4")
+
+	stale := testReconciler(k)
+	reads.Reset()
+	stale.ReadAhead(0)
+	if read := stale.CheckNow(nil); !read.Adopted() || reads.Of("list-vs") != 2 {
+		t.Errorf("a stale read-ahead: adopted %v after %d listings, want two (it and another)", read.Adopted(), reads.Of("list-vs"))
+	}
 }

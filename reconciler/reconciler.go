@@ -130,9 +130,9 @@ type readPlan struct {
 	plan     dumpPlan
 	rounds   int
 	adopted  bool
-	// wholeNext says a share's read found virtual servers drifted: the
-	// next read is whole, so that drift everywhere (a flushed table) is
-	// repaired in two checks rather than one per share.
+	// wholeNext says a share's read found a tenth of its virtual servers
+	// drifted: the next read is whole, so that drift everywhere (a flushed
+	// table) is repaired in two checks rather than one per share.
 	wholeNext bool
 	seed      maphash.Seed
 }

@@ -65,13 +65,14 @@ func (p *programmedTimes) changed(name types.NamespacedName, gone bool) {
 // or as wanted already.
 func (r *Reconciler) settleProgrammed() {
 	now := r.now()
+	held := len(r.programmed.pending)
 	for name := range r.programmed.pending {
 		if r.clean(r.byService[name]) {
 			r.programmed.at[name] = now
 			delete(r.programmed.pending, name)
 		}
 	}
-	if len(r.programmed.pending) == 0 {
+	if len(r.programmed.pending) == 0 && held > 1024 {
 		// A map keeps the size it once had: a cold start's held every
 		// Service (4.7 MB at 50k).
 		r.programmed.pending = map[types.NamespacedName]bool{}
