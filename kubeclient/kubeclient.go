@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +42,7 @@ func init() {
 	utilruntime.Must(v1.AddToScheme(Scheme))
 	utilruntime.Must(discovery.AddToScheme(Scheme))
 	utilruntime.Must(eventsv1.AddToScheme(Scheme))
+	utilruntime.Must(networkingv1.AddToScheme(Scheme))
 }
 
 // Resource is a kind of object the informers list and watch.
@@ -60,6 +62,10 @@ var (
 		object: func() runtime.Object { return &discovery.EndpointSlice{} }, list: func() runtime.Object { return &discovery.EndpointSliceList{} }}
 	Nodes = Resource{group: v1.SchemeGroupVersion, name: "nodes", clusterScoped: true,
 		object: func() runtime.Object { return &v1.Node{} }, list: func() runtime.Object { return &v1.NodeList{} }}
+	// ServiceCIDRs are the ranges cluster IPs are allocated from, watched
+	// only with --ipvs-vip-mode=local-route.
+	ServiceCIDRs = Resource{group: networkingv1.SchemeGroupVersion, name: "servicecidrs", clusterScoped: true,
+		object: func() runtime.Object { return &networkingv1.ServiceCIDR{} }, list: func() runtime.Object { return &networkingv1.ServiceCIDRList{} }}
 )
 
 // Object is an empty object of r's kind, for an informer's type.
@@ -77,7 +83,7 @@ type Client struct {
 // type, rate limits and transport wrappers included).
 func New(rc *rest.Config) (*Client, error) {
 	c := &Client{byGroup: map[schema.GroupVersion]*rest.RESTClient{}}
-	for _, gv := range []schema.GroupVersion{v1.SchemeGroupVersion, discovery.SchemeGroupVersion, eventsv1.SchemeGroupVersion} {
+	for _, gv := range []schema.GroupVersion{v1.SchemeGroupVersion, discovery.SchemeGroupVersion, eventsv1.SchemeGroupVersion, networkingv1.SchemeGroupVersion} {
 		cfg := rest.CopyConfig(rc)
 		cfg.GroupVersion = &gv
 		cfg.APIPath = "/apis"
