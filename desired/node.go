@@ -24,12 +24,26 @@ type Node struct {
 	// PodCIDR is the Node's first pod CIDR of each family, for
 	// --detect-local-mode=NodeCIDR.
 	PodCIDR [len(Families)]netip.Prefix
+	// Routed are the Service CIDRs one local route each makes the node's
+	// own (--ipvs-vip-mode=local-route): a cluster IP inside one is not
+	// bound to kube-ipvs0. Empty in the default mode.
+	Routed []netip.Prefix
+}
+
+// routed says whether a is inside one of the Routed Service CIDRs.
+func (a Node) routed(ip netip.Addr) bool {
+	for _, p := range a.Routed {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a Node) Has(ip netip.Addr) bool { return slices.Contains(a.All, ip) }
 
 func (a Node) Equal(b Node) bool {
-	return a.SameAddresses(b) && a.Zone == b.Zone && a.PodCIDR == b.PodCIDR
+	return a.SameAddresses(b) && a.Zone == b.Zone && a.PodCIDR == b.PodCIDR && slices.Equal(a.Routed, b.Routed)
 }
 
 func (a Node) SameAddresses(b Node) bool {

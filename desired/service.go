@@ -197,8 +197,12 @@ func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, no
 	if scheduled {
 		for _, f := range fams {
 			bound := boundAddresses(f.clusterIP, append(append([]netip.Addr(nil), f.external...), f.lb...), node)
-			st.Addresses = append(st.Addresses, bound...)
 			for _, a := range bound {
+				if !node.routed(a) {
+					st.Addresses = append(st.Addresses, a)
+				}
+				// Routed or bound, a VIP is in the set the filter
+				// rejects other ports of (as upstream's).
 				st.Entries = append(st.Entries, SetEntry{f.fam.SetName(SetIPVSIPs), objects.Entry{IP: a}})
 			}
 		}

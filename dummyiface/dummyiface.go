@@ -190,10 +190,11 @@ func hostAddress(index int, a netip.Addr) []byte {
 
 // Fake is an in-memory link for unit tests.
 type Fake struct {
-	mu    sync.Mutex
-	Exist bool
-	addrs map[netip.Addr]bool
-	ops   oplog.Log
+	mu     sync.Mutex
+	Exist  bool
+	addrs  map[netip.Addr]bool
+	routes []netip.Prefix // local routes through the link
+	ops    oplog.Log
 }
 
 var _ Interface = (*Fake)(nil)
