@@ -106,6 +106,11 @@ type Input struct {
 	// to create (SetMissing): a rule that matches on one would fail the
 	// whole restore, so the rules on them wait for them.
 	Missing map[string]bool
+	// Routed are the family's Service CIDRs a local route makes the
+	// node's own (--ipvs-vip-mode=local-route): every address in them is
+	// local, allocated or not, so the filter rejects new connections to
+	// any of them that no Service port lets through, as it does to a VIP.
+	Routed []netip.Prefix
 }
 
 func (a Input) equal(b Input) bool {
@@ -114,7 +119,7 @@ func (a Input) equal(b Input) bool {
 
 // sameButBlocked says whether a and b differ at most in their blocked VIPs.
 func (a Input) sameButBlocked(b Input) bool {
-	return maps.Equal(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR && maps.Equal(a.Missing, b.Missing)
+	return maps.Equal(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR && maps.Equal(a.Missing, b.Missing) && slices.Equal(a.Routed, b.Routed)
 }
 
 // gluePayload renders one family's chains for iptables-restore (or
@@ -228,6 +233,9 @@ func gluePayload(cfg *Config, fam desired.Family, missing []jumpRule, in Input, 
 		}
 		w("-A KUBE-IPVS-FILTER -m set --match-set %s dst -j RETURN", fam.SetName(desired.SetHealthCheckNodePort))
 		w("-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", fam.SetName(desired.SetIPVSIPs), reject)
+		for _, p := range in.Routed {
+			w("-A KUBE-IPVS-FILTER -d %s -m conntrack --ctstate NEW -j REJECT --reject-with %s", p, reject)
+		}
 	}
 	if !in.Missing[desired.SetHealthCheckNodePort] {
 		w(`-A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set %s dst -j ACCEPT`, fam.SetName(desired.SetHealthCheckNodePort))

@@ -341,3 +341,22 @@ func TestGlueLeavesOutTheRulesOfARefusedSet(t *testing.T) {
 		}
 	}
 }
+
+// TestGlueRejectsUnansweredRoutedAddresses: with a Service CIDR routed
+// locally, a new connection to any of its addresses that no set lets
+// through is rejected, after the VIPs' own rule; without the sets' rules
+// (a refused set), there is none, or it would reject Services' traffic.
+func TestGlueRejectsUnansweredRoutedAddresses(t *testing.T) {
+	routed := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
+	rule := "-A KUBE-IPVS-FILTER -d 10.96.0.0/12 -m conntrack --ctstate NEW -j REJECT --reject-with icmp-port-unreachable"
+	payload := string(gluePayload(&Config{MasqueradeBit: 14}, desired.IPv4, nil, Input{Routed: routed}, blockedPlan{}))
+	vips := strings.Index(payload, "--match-set KUBE-IPVS-IPS dst -j REJECT")
+	if at := strings.Index(payload, rule); at < 0 || at < vips {
+		t.Errorf("no %q after the VIPs' reject:\n%s", rule, payload)
+	}
+	payload = string(gluePayload(&Config{MasqueradeBit: 14}, desired.IPv4, nil,
+		Input{Routed: routed, Missing: map[string]bool{desired.SetClusterIP: true}}, blockedPlan{}))
+	if strings.Contains(payload, rule) {
+		t.Errorf("with KUBE-CLUSTER-IP refused, the routed CIDR is still rejected:\n%s", payload)
+	}
+}
