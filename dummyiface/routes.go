@@ -132,9 +132,7 @@ func (f *Fake) LocalRoutes() ([]netip.Prefix, error) {
 func (f *Fake) SetLocalRoutes(want []netip.Prefix) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.Exist {
-		return errors.New("local routes: no link")
-	}
+	f.Exist = true // as Netlink, which creates the link it routes through
 	var errs []error
 	for _, p := range want {
 		if !slices.Contains(f.routes, p) {

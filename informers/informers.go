@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -73,10 +74,17 @@ type NodeHandler interface {
 	OnNodeChange(*v1.Node) // nil when the Node is deleted
 }
 
+// ServiceCIDRHandler receives the cluster's Service CIDRs: every
+// ServiceCIDR's spec.cidrs, after each change.
+type ServiceCIDRHandler interface {
+	OnServiceCIDRs(cidrs []string)
+}
+
 // Start runs the informers until ctx is done and calls the Synced handlers
-// once each cache holds its first complete list.
+// once each cache holds its first complete list. cidrs, if not nil, is
+// given the ServiceCIDRs, which Services then wait for as for the Node.
 func Start(ctx context.Context, client Client, nodeName string, resync time.Duration,
-	svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler) error {
+	svc ServiceHandler, eps EndpointSliceHandler, node NodeHandler, cidrs ServiceCIDRHandler) error {
 	ours := func(o *metav1.ListOptions) {
 		o.LabelSelector, o.FieldSelector = ServiceLabelSelector, ServiceFieldSelector
 	}
@@ -108,9 +116,41 @@ func Start(ctx context.Context, client Client, nodeName string, resync time.Dura
 	// listed at once): a first sync without its zone and primary address
 	// would program topology hints and source ranges wrongly until the
 	// next.
-	go whenSynced(ctx, allSynced([]cache.InformerSynced{svcReg.HasSynced, nodeReg.HasSynced}), svc.OnServicesSynced)
+	svcSynced := []cache.InformerSynced{svcReg.HasSynced, nodeReg.HasSynced}
+	if cidrs != nil {
+		synced, err := informCIDRs(ctx, client, resync, cidrs)
+		if err != nil {
+			return err
+		}
+		svcSynced = append(svcSynced, synced)
+	}
+	go whenSynced(ctx, allSynced(svcSynced), svc.OnServicesSynced)
 	go whenSynced(ctx, epsReg.HasSynced, eps.OnEndpointSlicesSynced)
 	return nil
+}
+
+// informCIDRs watches the ServiceCIDRs (a few objects) and gives h their
+// CIDRs, all of them, after each event.
+func informCIDRs(ctx context.Context, client Client, resync time.Duration, h ServiceCIDRHandler) (cache.InformerSynced, error) {
+	inf := cache.NewSharedIndexInformer(client.ListWatch(kubeclient.ServiceCIDRs, "", func(*metav1.ListOptions) {}),
+		kubeclient.ServiceCIDRs.Object(), resync, cache.Indexers{})
+	all := func() {
+		var cidrs []string
+		for _, o := range inf.GetStore().List() {
+			if c, ok := o.(*networkingv1.ServiceCIDR); ok {
+				cidrs = append(cidrs, c.Spec.CIDRs...)
+			}
+		}
+		h.OnServiceCIDRs(cidrs)
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { all() }, UpdateFunc: func(_, _ any) { all() }, DeleteFunc: func(any) { all() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("servicecidrs handler: %w", err)
+	}
+	go inf.RunWithContext(ctx)
+	return reg.HasSynced, nil
 }
 
 func serviceEvents(h ServiceHandler) cache.ResourceEventHandler {

@@ -138,6 +138,9 @@ func (p *Proxier) glueInput(fam desired.Family) glue.Input {
 		p.blocked.dirty = false
 	}
 	in := glue.Input{InUse: map[string]bool{}, PodCIDR: p.nodeIPs.current.PodCIDR[fam]}
+	if fam == desired.IPv4 {
+		in.Routed = p.nodeIPs.current.Routed
+	}
 	for _, s := range glue.Sets() {
 		if p.setsInUse[fam.SetName(s)] {
 			in.InUse[s] = true

@@ -190,6 +190,7 @@ func (p *Proxier) refreshNodeIPs() error {
 	next.NodePort = p.cfg.nodePortFilter(next.All, primary)
 	next.Primary, next.Zone, next.PodCIDR = primary, node.zone, node.podCIDR
 	cur := p.nodeIPs.current
+	next.Routed = cur.Routed // syncRoutes' to change
 	if next.Equal(cur) {
 		return nil
 	}

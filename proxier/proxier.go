@@ -113,6 +113,8 @@ type Proxier struct {
 	// critical tracks the critical Services alone, fed by their own small
 	// informers (see Critical), until the cluster-wide caches have synced;
 	// then criticalStop is closed and critical set to nil.
+	// cidrs are the Service CIDRs, for --ipvs-vip-mode=local-route.
+	cidrs        serviceCIDRs
 	critical     *changeTracker
 	criticalStop chan struct{}
 }
@@ -288,6 +290,7 @@ func (p *Proxier) schedule(inline bool) (r syncRound, ok bool) {
 	} else {
 		p.retrySetup(r.start, inline)
 	}
+	p.syncRoutes()
 	r.inputs = p.changeTracker.take(r.first)
 	r.applied = r.first || len(r.inputs) > 0
 	s, e := p.changeTracker.pendingCounts()
@@ -345,6 +348,9 @@ func (p *Proxier) observe(r syncRound, read *reconciler.CheckResult, err error, 
 		return
 	}
 	now := time.Now()
+	if r.first {
+		p.dropLocalRoutes()
+	}
 	if r.first && p.cfg.AfterFirstSync != nil {
 		go p.cfg.AfterFirstSync()
 	}
