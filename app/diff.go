@@ -118,7 +118,7 @@ func kernelDiff(ctx context.Context, o *Options) ([]diff.Row, error) {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
 	p := proxier.New(cfg, k, log, healthz.New(2*cfg.SyncPeriod), metrics.New(), noEvents{})
 	h := &syncedHandlers{Proxier: p, services: make(chan struct{}), slices: make(chan struct{})}
-	if err := informers.Start(ctx, client, cfg.Desired.NodeName, o.ConfigSyncPeriod, h, h, h); err != nil {
+	if err := informers.Start(ctx, client, cfg.Desired.NodeName, o.ConfigSyncPeriod, h, h, h, nil); err != nil {
 		return nil, err
 	}
 	waiting := time.NewTicker(waitNotice)

@@ -165,6 +165,13 @@ func (o *Options) readProxier(r *reader) {
 	cfg.Glue.ClusterCIDRs = r.prefixes("cluster-cidr", []string{c.String("cluster-cidr")})
 	o.readDetectLocal(r)
 	cfg.ExcludeCIDRs = r.prefixes("ipvs-exclude-cidrs", c.StringSlice("ipvs-exclude-cidrs"))
+	switch m := c.String("ipvs-vip-mode"); m {
+	case "addresses":
+	case "local-route":
+		cfg.LocalRoutes = true
+	default:
+		r.fail("ipvs-vip-mode", "%q: one of addresses, local-route", m)
+	}
 	cfg.NodePortPrimary, cfg.NodePortAddresses = r.nodePortAddresses(c.StringSlice("nodeport-addresses"))
 	var err error
 	if cfg.PrimaryOverride, err = primaryOverride(c.String("bind-address")); err != nil {

@@ -265,3 +265,24 @@ func mustWrite(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestVIPMode: addresses by default, local-route on request, anything else
+// refused by name.
+func TestVIPMode(t *testing.T) {
+	for args, want := range map[string]bool{"": false, "--ipvs-vip-mode=addresses": false, "--ipvs-vip-mode=local-route": true} {
+		var list []string
+		if args != "" {
+			list = []string{args}
+		}
+		o, err := options(list...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Proxier.LocalRoutes != want {
+			t.Errorf("%q: local routes %v, want %v", args, o.Proxier.LocalRoutes, want)
+		}
+	}
+	if _, err := options("--ipvs-vip-mode=route"); err == nil || !strings.Contains(err.Error(), "ipvs-vip-mode") {
+		t.Errorf("--ipvs-vip-mode=route: %v, want an error naming the flag", err)
+	}
+}

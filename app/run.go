@@ -183,7 +183,11 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	if err := informers.StartCritical(ctx, criticalClient, cfg.CriticalServices, o.ConfigSyncPeriod, critical, critical, critical.Stop); err != nil {
 		return err
 	}
-	if err := informers.Start(ctx, client, node, o.ConfigSyncPeriod, p, p, p); err != nil {
+	var cidrs informers.ServiceCIDRHandler
+	if cfg.LocalRoutes {
+		cidrs = p
+	}
+	if err := informers.Start(ctx, client, node, o.ConfigSyncPeriod, p, p, p, cidrs); err != nil {
 		return err
 	}
 	log.Info("kube-ipvs-proxy started", zap.String("node", node), zap.String("scheduler", cfg.Desired.Scheduler),

@@ -69,7 +69,7 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 	s.logf("cold start")
 	start := time.Now()
 	p := proxier.New(cfg, kern, zap.NewNop(), healthz.New(time.Minute), m, nil)
-	if err := informers.Start(ctx, clientset.Client{Interface: client}, cfg.Desired.NodeName, 15*time.Minute, p, p, p); err != nil {
+	if err := informers.Start(ctx, clientset.Client{Interface: client}, cfg.Desired.NodeName, 15*time.Minute, p, p, p, nil); err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})

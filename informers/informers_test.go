@@ -70,7 +70,7 @@ func startSynced(t *testing.T, client *fake.Clientset, svc ServiceHandler, eps E
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, svc, eps, node); err != nil {
+	if err := Start(ctx, clientset.Client{Interface: client}, "node", time.Hour, svc, eps, node, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
