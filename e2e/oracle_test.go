@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,6 +289,39 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		if c.want != c.got {
 			t.Errorf("%s differs from upstream kube-proxy's\n%s", c.what, lineDiff(c.want, c.got))
 		}
+	}
+
+	// --ipvs-vip-mode=local-route: the same virtual servers and sets; the
+	// IPv4 Service CIDR is one route instead of an address per cluster IP.
+	stopShared(t)
+	if err := framework.CleanKernel(); err != nil {
+		t.Fatal(err)
+	}
+	routed := startSynced(t, func() (*framework.Process, error) {
+		return framework.StartOurs(env, "kube-ipvs-proxy-localroute", slices.Concat(ruleFlags, []string{"--ipvs-vip-mode=local-route"})...)
+	})
+	gotRouted, err := framework.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serviceCIDR := netip.MustParsePrefix("10.96.0.0/16")
+	var unrouted []string
+	for _, l := range strings.Split(want.Addresses, "\n") {
+		if p, err := netip.ParsePrefix(strings.TrimPrefix(l, "inet ")); err != nil || !serviceCIDR.Contains(p.Addr()) {
+			unrouted = append(unrouted, l)
+		}
+	}
+	for _, c := range []struct{ what, want, got string }{
+		{"ipvsadm -Sn", want.IPVS, gotRouted.IPVS},
+		{"ipset save", want.IPSets, gotRouted.IPSets},
+		{"kube-ipvs0 addresses", strings.Join(unrouted, "\n"), gotRouted.Addresses},
+	} {
+		if c.want != c.got {
+			t.Errorf("local-route mode: %s differs from upstream kube-proxy's (cluster IPs of %s aside)\n%s", c.what, serviceCIDR, lineDiff(c.want, c.got))
+		}
+	}
+	if err := routed.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,94 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
+)
+
+// TestLocalRouteVIPs: with --ipvs-vip-mode=local-route the IPv4 Service
+// CIDR (the test cluster's 10.96.0.0/16, read from its ServiceCIDR) is one
+// local route through kube-ipvs0 and no cluster IP is bound; a pod and the
+// node reach a Service through its cluster IP; a new connection to an
+// unallocated address of the CIDR, or to a port no Service has, is refused,
+// and a listener of the node is not reachable through the CIDR. Back in
+// the default mode, the route goes once the cluster IPs are bound again.
+func TestLocalRouteVIPs(t *testing.T) {
+	stopShared(t)
+	if err := framework.CleanKernel(); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "localroute"
+	mustNamespace(t, ns)
+	a := mustPod(t, "localroute-a", "10.244.61.1", true)
+	client := mustPod(t, "localroute-client", "10.244.61.100", false)
+	tcp := v1.ProtocolTCP
+	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.61.10", framework.Port("http", tcp, 80, 8080)),
+		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080)},
+			framework.Endpoint(a.IP.String(), "other-node", true)))
+
+	ours := startSynced(t, func() (*framework.Process, error) {
+		return framework.StartOurs(env, "kube-ipvs-proxy-localroute", slices.Concat(ruleFlags, []string{"--ipvs-vip-mode=local-route"})...)
+	})
+	vip := ap("10.96.61.10:80")
+	waitAnswerSet(t, client.HTTP, vip, "localroute-a", 3, 30*time.Second)
+	if out, err := framework.Output("curl", "-sS", "-m", "3", "http://"+vip.String()+"/"); err != nil || !strings.Contains(out, "localroute-a") {
+		t.Errorf("the node through the cluster IP: %q, %v", out, err)
+	}
+	routes, err := framework.Output("ip", "route", "show", "table", "local", "dev", "kube-ipvs0")
+	if err != nil || !strings.Contains(routes, "local 10.96.0.0/16 ") {
+		t.Errorf("local routes through kube-ipvs0: %q, %v; want 10.96.0.0/16", routes, err)
+	}
+	if addrs, _ := framework.Output("ip", "-4", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(addrs, "10.96.") {
+		t.Errorf("cluster IPs bound in local-route mode:\n%s", addrs)
+	}
+	for _, to := range []netip.AddrPort{ap("10.96.61.11:80"), ap("10.96.61.10:81")} {
+		if got, err := client.HTTP(to, 3*time.Second); err == nil {
+			t.Errorf("%s answered %q: nothing should", to, got)
+		}
+	}
+	// A node listener on every address is not reached through the CIDR.
+	listener := exec.Command("busybox", "nc", "-l", "-p", "9999", "-e", "echo", "node")
+	if err := listener.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = listener.Process.Kill(); _ = listener.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+	if got, err := client.HTTP(ap("10.96.61.12:9999"), 3*time.Second); err == nil || strings.Contains(got, "node") {
+		t.Errorf("a node listener answered through an unallocated address of the CIDR: %q, %v", got, err)
+	}
+
+	if err := ours.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	back := startSynced(t, func() (*framework.Process, error) {
+		return framework.StartOurs(env, "kube-ipvs-proxy-addresses", ruleFlags...)
+	})
+	waitAnswerSet(t, client.HTTP, vip, "localroute-a", 3, 30*time.Second)
+	if err := framework.Eventually(10*time.Second, 200*time.Millisecond, func() error {
+		routes, err := framework.Output("ip", "route", "show", "table", "local", "dev", "kube-ipvs0")
+		if err == nil && strings.Contains(routes, "10.96.0.0/16") {
+			return fmt.Errorf("the route is still there:\n%s", routes)
+		}
+		return err
+	}); err != nil {
+		t.Error(err)
+	}
+	if addrs, _ := framework.Output("ip", "-4", "addr", "show", "dev", "kube-ipvs0"); !strings.Contains(addrs, "10.96.61.10/32") {
+		t.Errorf("the cluster IP is not bound again in the default mode:\n%s", addrs)
+	}
+	if err := back.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
