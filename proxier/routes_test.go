@@ -65,7 +65,9 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 	p.OnServiceCIDRs([]string{"10.96.0.0/12"})
 	p.SyncNow()
 	back, k2, _, _ := newTestProxier(t)
-	*k2.Links = *k.Links // the node as local-route mode left it
+	_ = k2.Links.EnsureLink() // the node as local-route mode left it
+	_ = k2.Links.SetLocalRoutes([]netip.Prefix{cidr})
+	_ = k2.Links.AddAddress(netip.MustParseAddr("192.0.2.10"))
 	back.OnServiceAdd(web)
 	back.OnEndpointSliceAdd(sl)
 	back.OnServicesSynced()
