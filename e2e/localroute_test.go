@@ -41,6 +41,17 @@ func TestLocalRouteVIPs(t *testing.T) {
 	ours := startSynced(t, func() (*framework.Process, error) {
 		return framework.StartOurs(env, "kube-ipvs-proxy-localroute", slices.Concat(ruleFlags, []string{"--ipvs-vip-mode=local-route"})...)
 	})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, cmd := range [][]string{{"ip", "route", "show", "table", "local"}, {"ip", "-4", "addr", "show", "dev", "kube-ipvs0"},
+			{"ipvsadm", "-Ln", "--stats"}, {"iptables-save", "-c"}, {"conntrack", "-L", "-d", "10.96.61.10"},
+			{"ip", "route", "get", "10.96.61.10", "from", "10.244.61.100", "iif", "kv-localroute-client"}} {
+			out, err := framework.Output(cmd...)
+			t.Logf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
+		}
+	})
 	vip := ap("10.96.61.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "localroute-a", 3, 30*time.Second)
 	if out, err := framework.Output("curl", "-sS", "-m", "3", "http://"+vip.String()+"/"); err != nil || !strings.Contains(out, "localroute-a") {
