@@ -14,33 +14,34 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
 )
 
-// Router is the link's local routes, for --ipvs-vip-mode=local-route: one
-// route of type local in the local table makes a whole Service CIDR an
-// address of the node, which IPVS sees every packet to, instead of an
-// address bound per Service. The kernel takes such a route through the
-// link while it is down for IPv4 only ("Nexthop device is not up" for
-// IPv6), so IPv6 Service CIDRs keep their addresses.
+// Router is the local routes of --ipvs-vip-mode=local-route: one route of
+// type local in the local table makes a whole Service CIDR an address of
+// the node, which IPVS sees every packet to, instead of an address bound
+// per Service. The routes go through the loopback link, not kube-ipvs0:
+// the kernel deletes every IPv4 route through a link when its last IPv4
+// address goes (fib_disable_ip), which unbinding the last cluster IP from
+// kube-ipvs0 would do, and refuses an IPv6 local route through a link that
+// is down, as kube-ipvs0 is. They are told from others by their protocol
+// number, routeProtocol.
 type Router interface {
-	// LocalRoutes lists the local routes through the link, but those the
-	// kernel made for its addresses.
+	// LocalRoutes lists our local routes.
 	LocalRoutes() ([]netip.Prefix, error)
 	// SetLocalRoutes adds the missing of want and deletes the others.
 	SetLocalRoutes(want []netip.Prefix) error
 }
 
+// routeProtocol marks our routes ("proto 176" in ip route's output); no
+// routing daemon iproute2 knows uses it.
+const routeProtocol = 176
+
 var _ Router = (*Netlink)(nil)
 
 func (n *Netlink) LocalRoutes() ([]netip.Prefix, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	link, err := netlink.LinkByName(n.name)
+	lo, err := netlink.LinkByName("lo")
 	if err != nil {
-		if errors.As(err, new(netlink.LinkNotFoundError)) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("look up link %s: %w", n.name, err)
+		return nil, fmt.Errorf("look up link lo: %w", err)
 	}
-	return localRoutes(link.Attrs().Index)
+	return localRoutes(lo.Attrs().Index)
 }
 
 func localRoutes(index int) ([]netip.Prefix, error) {
@@ -56,7 +57,7 @@ func localRoutes(index int) ([]netip.Prefix, error) {
 			return err
 		}
 		for _, r := range routes {
-			if r.Type != unix.RTN_LOCAL || r.Protocol == unix.RTPROT_KERNEL || r.Dst == nil {
+			if r.Type != unix.RTN_LOCAL || r.Protocol != routeProtocol || r.Dst == nil {
 				continue
 			}
 			if p, ok := prefixOf(r.Dst); ok {
@@ -72,13 +73,11 @@ func localRoutes(index int) ([]netip.Prefix, error) {
 }
 
 func (n *Netlink) SetLocalRoutes(want []netip.Prefix) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	link, err := n.linkLocked()
+	lo, err := netlink.LinkByName("lo")
 	if err != nil {
-		return err
+		return fmt.Errorf("look up link lo: %w", err)
 	}
-	index := link.Attrs().Index
+	index := lo.Attrs().Index
 	have, err := localRoutes(index)
 	if err != nil {
 		return err
@@ -89,7 +88,7 @@ func (n *Netlink) SetLocalRoutes(want []netip.Prefix) error {
 			continue
 		}
 		if err := netlink.RouteAdd(localRoute(index, p)); err != nil && !errors.Is(err, syscall.EEXIST) {
-			errs = append(errs, fmt.Errorf("add local route %s via %s: %w", p, n.name, err))
+			errs = append(errs, fmt.Errorf("add local route %s: %w", p, err))
 		}
 	}
 	for _, p := range have {
@@ -97,16 +96,16 @@ func (n *Netlink) SetLocalRoutes(want []netip.Prefix) error {
 			continue
 		}
 		if err := netlink.RouteDel(localRoute(index, p)); err != nil && !errors.Is(err, syscall.ESRCH) {
-			errs = append(errs, fmt.Errorf("delete local route %s via %s: %w", p, n.name, err))
+			errs = append(errs, fmt.Errorf("delete local route %s: %w", p, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// localRoute is "local p dev <link> table local scope host proto static".
+// localRoute is "local p dev lo table local scope host proto 176".
 func localRoute(index int, p netip.Prefix) *netlink.Route {
 	return &netlink.Route{LinkIndex: index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
-		Table: unix.RT_TABLE_LOCAL, Type: unix.RTN_LOCAL, Scope: netlink.SCOPE_HOST, Protocol: unix.RTPROT_STATIC}
+		Table: unix.RT_TABLE_LOCAL, Type: unix.RTN_LOCAL, Scope: netlink.SCOPE_HOST, Protocol: routeProtocol}
 }
 
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {

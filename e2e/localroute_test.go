@@ -19,7 +19,10 @@ import (
 
 // TestLocalRouteVIPs: with --ipvs-vip-mode=local-route the IPv4 Service
 // CIDR (the test cluster's 10.96.0.0/16, read from its ServiceCIDR) is one
-// local route through kube-ipvs0 and no cluster IP is bound; a pod and the
+// local route (through lo, proto 176) and no cluster IP is bound, not even
+// the kubernetes Service's, which is bound before the first sync routes the
+// CIDR: unbinding it, the last address of kube-ipvs0, must not take the
+// route with it (the kernel flushes a link's routes then); a pod and the
 // node reach a Service through its cluster IP; a new connection to an
 // unallocated address of the CIDR, or to a port no Service has, is refused,
 // and a listener of the node is not reachable through the CIDR. Back in
@@ -57,9 +60,9 @@ func TestLocalRouteVIPs(t *testing.T) {
 	if out, err := framework.Output("curl", "-sS", "-m", "3", "http://"+vip.String()+"/"); err != nil || !strings.Contains(out, "localroute-a") {
 		t.Errorf("the node through the cluster IP: %q, %v", out, err)
 	}
-	routes, err := framework.Output("ip", "route", "show", "table", "local", "dev", "kube-ipvs0")
-	if err != nil || !strings.Contains(routes, "local 10.96.0.0/16 ") {
-		t.Errorf("local routes through kube-ipvs0: %q, %v; want 10.96.0.0/16", routes, err)
+	routes, err := framework.Output("ip", "route", "show", "table", "local", "proto", "176")
+	if err != nil || !strings.Contains(routes, "local 10.96.0.0/16 dev lo ") {
+		t.Errorf("our local routes: %q, %v; want 10.96.0.0/16 through lo", routes, err)
 	}
 	if addrs, _ := framework.Output("ip", "-4", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(addrs, "10.96.") {
 		t.Errorf("cluster IPs bound in local-route mode:\n%s", addrs)
@@ -88,7 +91,7 @@ func TestLocalRouteVIPs(t *testing.T) {
 	})
 	waitAnswerSet(t, client.HTTP, vip, "localroute-a", 3, 30*time.Second)
 	if err := framework.Eventually(10*time.Second, 200*time.Millisecond, func() error {
-		routes, err := framework.Output("ip", "route", "show", "table", "local", "dev", "kube-ipvs0")
+		routes, err := framework.Output("ip", "route", "show", "table", "local", "proto", "176")
 		if err == nil && strings.Contains(routes, "10.96.0.0/16") {
 			return fmt.Errorf("the route is still there:\n%s", routes)
 		}
