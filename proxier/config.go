@@ -25,7 +25,7 @@ type Config struct {
 	// ExcludeCIDRs (--ipvs-exclude-cidrs) are virtual servers not ours.
 	ExcludeCIDRs []netip.Prefix
 	// LocalRoutes (--ipvs-vip-mode=local-route) makes each IPv4 Service
-	// CIDR local with one route through kube-ipvs0 instead of binding an
+	// CIDR local with one local route instead of binding an
 	// address per cluster IP (routes.go); the proxier is then given the
 	// ServiceCIDRs (OnServiceCIDRs).
 	LocalRoutes bool

@@ -11,8 +11,8 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 )
 
-// With --ipvs-vip-mode=local-route, one route of type local through
-// kube-ipvs0 makes each IPv4 Service CIDR the node's own, instead of an
+// With --ipvs-vip-mode=local-route, one route of type local (through lo,
+// see dummyiface.Router) makes each IPv4 Service CIDR the node's own, instead of an
 // address bound per cluster IP: the kernel walks a link's address list on
 // every add, so at 50k Services binding them is most of a cold start. Every
 // address of the CIDR is then local, allocated or not; KUBE-IPVS-FILTER
@@ -21,8 +21,7 @@ import (
 // the node's facts only name a CIDR routed once its route is in place. A
 // ServiceCIDR is deleted only once no cluster IP is allocated from it (the
 // apiserver's finalizer), so its route can go at once. IPv6 Service CIDRs
-// keep their addresses: the kernel refuses an IPv6 local route through a
-// link that is down, as kube-ipvs0 is.
+// keep their addresses for now (not yet tested through lo).
 
 // serviceCIDRs is what the ServiceCIDR informer last said.
 type serviceCIDRs struct {
