@@ -34,10 +34,10 @@ func TestLocalRouteVIPs(t *testing.T) {
 	}
 	const ns = "localroute"
 	mustNamespace(t, ns)
-	a := mustPod(t, "localroute-a", "10.244.61.1", true)
-	client := mustPod(t, "localroute-client", "10.244.61.100", false)
+	a := mustPod(t, "localroute-a", "10.244.77.1", true)
+	client := mustPod(t, "localroute-client", "10.244.77.100", false)
 	tcp := v1.ProtocolTCP
-	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.61.10", framework.Port("http", tcp, 80, 8080)),
+	mustApply(t, framework.ClusterIPService(ns, "web", "10.96.77.10", framework.Port("http", tcp, 80, 8080)),
 		framework.Slice(ns, "web", "web-1", []discovery.EndpointPort{framework.SlicePort("http", tcp, 8080)},
 			framework.Endpoint(a.IP.String(), "other-node", true)))
 
@@ -49,13 +49,13 @@ func TestLocalRouteVIPs(t *testing.T) {
 			return
 		}
 		for _, cmd := range [][]string{{"ip", "route", "show", "table", "local"}, {"ip", "-4", "addr", "show", "dev", "kube-ipvs0"},
-			{"ipvsadm", "-Ln", "--stats"}, {"iptables-save", "-c"}, {"conntrack", "-L", "-d", "10.96.61.10"},
-			{"ip", "route", "get", "10.96.61.10", "from", "10.244.61.100", "iif", "kv-localroute-client"}} {
+			{"ipvsadm", "-Ln", "--stats"}, {"iptables-save", "-c"}, {"conntrack", "-L", "-d", "10.96.77.10"},
+			{"ip", "route", "get", "10.96.77.10", "from", "10.244.77.100", "iif", "kv-localroute-client"}} {
 			out, err := framework.Output(cmd...)
 			t.Logf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
 		}
 	})
-	vip := ap("10.96.61.10:80")
+	vip := ap("10.96.77.10:80")
 	waitAnswerSet(t, client.HTTP, vip, "localroute-a", 3, 30*time.Second)
 	if out, err := framework.Output("curl", "-sS", "-m", "3", "http://"+vip.String()+"/"); err != nil || !strings.Contains(out, "localroute-a") {
 		t.Errorf("the node through the cluster IP: %q, %v", out, err)
@@ -67,7 +67,7 @@ func TestLocalRouteVIPs(t *testing.T) {
 	if addrs, _ := framework.Output("ip", "-4", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(addrs, "10.96.") {
 		t.Errorf("cluster IPs bound in local-route mode:\n%s", addrs)
 	}
-	for _, to := range []netip.AddrPort{ap("10.96.61.11:80"), ap("10.96.61.10:81")} {
+	for _, to := range []netip.AddrPort{ap("10.96.77.11:80"), ap("10.96.77.10:81")} {
 		if got, err := client.HTTP(to, 3*time.Second); err == nil {
 			t.Errorf("%s answered %q: nothing should", to, got)
 		}
@@ -79,7 +79,7 @@ func TestLocalRouteVIPs(t *testing.T) {
 	}
 	defer func() { _ = listener.Process.Kill(); _ = listener.Wait() }()
 	time.Sleep(500 * time.Millisecond)
-	if got, err := client.HTTP(ap("10.96.61.12:9999"), 3*time.Second); err == nil || strings.Contains(got, "node") {
+	if got, err := client.HTTP(ap("10.96.77.12:9999"), 3*time.Second); err == nil || strings.Contains(got, "node") {
 		t.Errorf("a node listener answered through an unallocated address of the CIDR: %q, %v", got, err)
 	}
 
@@ -99,7 +99,7 @@ func TestLocalRouteVIPs(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	if addrs, _ := framework.Output("ip", "-4", "addr", "show", "dev", "kube-ipvs0"); !strings.Contains(addrs, "10.96.61.10/32") {
+	if addrs, _ := framework.Output("ip", "-4", "addr", "show", "dev", "kube-ipvs0"); !strings.Contains(addrs, "10.96.77.10/32") {
 		t.Errorf("the cluster IP is not bound again in the default mode:\n%s", addrs)
 	}
 	if err := back.Stop(); err != nil {
