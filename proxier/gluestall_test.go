@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,7 +173,17 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	ipt.SetHook(oplog.Hang(hang, "save", "restore"))
+	// entered closes when the retry is inside iptables: released earlier,
+	// it would find the hook gone and succeed.
+	entered := make(chan struct{})
+	var once sync.Once
+	hung := oplog.Hang(hang, "save", "restore")
+	ipt.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "save") || strings.HasPrefix(op, "restore") {
+			once.Do(func() { close(entered) })
+		}
+		return hung(op)
+	})
 	p.setup.status.RetryNow(setupKey)
 	for i, vip := range []string{"192.0.2.11", "192.0.2.12"} {
 		p.OnServiceAdd(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip))
@@ -185,6 +196,11 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 		t.Fatal("the due retry was not started")
 	}
 
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retry never ran iptables")
+	}
 	release()
 	ipt.SetHook(nil)
 	p.SyncNow() // collects the retry killed at its deadline
