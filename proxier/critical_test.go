@@ -1,14 +1,25 @@
 package proxier
 
 import (
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 )
 
 // The critical Services are programmed from their own feed, with the
@@ -80,5 +91,67 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 	case <-feed.Stop:
 	default:
 		t.Fatal("the critical feed is not stopped after the caches synced")
+	}
+}
+
+// TestCriticalServicesWaitForTheirOwnFamilysChains: the setup started
+// with Run writes the IPv4 chains, then the IPv6 ones. An IPv4 critical
+// Service is programmed while ip6tables still runs (here: hangs); an IPv6
+// one only once its chains are written.
+func TestCriticalServicesWaitForTheirOwnFamilysChains(t *testing.T) {
+	for _, clusterIP := range []string{"10.96.0.1", "fd00::1"} {
+		t.Run(clusterIP, func(t *testing.T) {
+			k := fakekernel.Bare()
+			ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
+			p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
+				CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}},
+				Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+			hang := make(chan struct{})
+			var once sync.Once
+			release := func() { once.Do(func() { close(hang) }) }
+			t.Cleanup(release)
+			// What IPVS held when the IPv6 chains were written.
+			var atIPv6Chains []string
+			var mu sync.Mutex
+			ip6t.SetHook(func(op string) error {
+				if strings.HasPrefix(op, "restore") {
+					<-hang
+					mu.Lock()
+					atIPv6Chains = append(atIPv6Chains, k.IPVS.Dump())
+					mu.Unlock()
+				}
+				return nil
+			})
+			steps := []chan error{make(chan error, 1), make(chan error, 1)}
+			p.setup.early.steps = steps
+			go p.setUpEarly(steps)
+
+			api := localOnly("kubernetes", clusterIP)
+			api.Namespace = "default"
+			feed := p.Critical()
+			feed.OnServiceAdd(api)
+			feed.OnServicesSynced()
+			feed.OnEndpointSlicesSynced()
+			vs := "-A " + netip.AddrPortFrom(netip.MustParseAddr(clusterIP), 80).String() + "/TCP"
+			if clusterIP == "10.96.0.1" {
+				syncWithin(t, p)
+				if d := k.IPVS.Dump(); !strings.Contains(d, vs) {
+					t.Fatalf("the IPv4 critical Service waits for ip6tables:\n%s", d)
+				}
+				release()
+				return
+			}
+			// Longer than a sync waits for a busy glue (glue.aheadWait, 2 s).
+			time.AfterFunc(2500*time.Millisecond, release)
+			syncWithin(t, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if d := k.IPVS.Dump(); !strings.Contains(d, vs) {
+				t.Fatalf("the IPv6 critical Service was not programmed:\n%s", d)
+			}
+			if len(atIPv6Chains) == 0 || strings.Contains(atIPv6Chains[0], vs) {
+				t.Fatalf("the IPv6 critical Service was programmed before its chains; IPVS then: %q", atIPv6Chains)
+			}
+		})
 	}
 }

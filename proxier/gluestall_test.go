@@ -225,8 +225,8 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	ipt.SetHook(oplog.FailWith(errors.New("iptables-save: killed at its deadline"), "save", "restore"))
-	p.setup.early = make(chan error, 1)
-	p.setup.early <- p.setupKernel(false)
+	p.setup.early.steps = []chan error{make(chan error, 1)}
+	p.setup.early.steps[0] <- p.setupKernel(false)
 	hang := make(chan struct{})
 	defer close(hang)
 	ipt.SetHook(oplog.Hang(hang, "save", "restore"))

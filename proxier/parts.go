@@ -41,12 +41,20 @@ type kernelSetup struct {
 	status       status.Table[string]
 	retry        chan error
 	mu           sync.Mutex
-	early        chan error
+	early        earlySetup
 	done         bool
 	checked      bool
 	refused      atomic.Pointer[[]string]
 	takeover     atomic.Bool
 	iptablesMode atomic.Bool
+}
+
+// earlySetup is the setup Run starts (setUpEarly): one channel per step,
+// how many were taken, and whether the first left the kernel writable.
+type earlySetup struct {
+	steps    []chan error
+	taken    int
+	writable bool
 }
 
 // noLocalEndpoints are the Services whose internal or external traffic

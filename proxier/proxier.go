@@ -191,18 +191,12 @@ func (p *Proxier) queued() {
 // than on the critical path of a cold start or a restart.
 func (p *Proxier) Run(ctx context.Context) {
 	p.rec.ReadAhead(p.cfg.SyncPeriod)
-	done := make(chan error, 1)
-	p.setup.early = done
-	go func() {
-		start := time.Now()
-		err := p.setupKernel(false)
-		if err != nil {
-			p.log.Warn("kernel setup failed; the first sync tries again", zap.Error(err))
-		} else {
-			p.log.Debug("kernel set up while the informers list", zap.Duration("took", time.Since(start)))
-		}
-		done <- err
-	}()
+	steps := make([]chan error, len(p.glues))
+	for i := range steps {
+		steps[i] = make(chan error, 1)
+	}
+	p.setup.early.steps = steps
+	go p.setUpEarly(steps)
 	p.runner.Loop(ctx)
 }
 
@@ -281,12 +275,14 @@ func (p *Proxier) schedule(inline bool) (r syncRound, ok bool) {
 	// agents wait on them, and a cold start at scale is long.
 	r.setUp = p.setup.done
 	if r.first {
-		if !r.setUp {
-			r.setUp = p.takeEarlySetup()
-		}
 		inputs := p.changeTracker.peek(p.cfg.CriticalServices)
+		if !r.setUp {
+			r.setUp = p.takeEarlySetup(p.chainsFor(inputs))
+		}
 		p.warnMissingCritical(inputs)
 		r.setUp = p.programCritical(inputs, r.setUp)
+		// The other families' chains before every other Service.
+		p.takeEarlySetup(len(p.glues))
 	} else {
 		p.retrySetup(r.start, inline)
 	}
@@ -536,7 +532,7 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 		return false
 	}
 	if !p.setup.done {
-		p.setup.done = p.takeEarlySetup()
+		p.setup.done = p.takeEarlySetup(p.chainsFor(inputs))
 	}
 	p.setup.done = p.programCritical(inputs, p.setup.done)
 	out := p.rec.Outcome()
