@@ -118,7 +118,10 @@ func TestRollingUpdate(t *testing.T) {
 // while the clients loop, and logs what failed per client: requests to
 // the drained node's Local NodePort must fail once it has no pod (that is
 // the policy), and the rest is what the proxier loses while endpoints
-// move. The counts are compared with upstream's in docs/testing.md.
+// move. With ours, at most drainFailMax of those other requests may fail
+// (one of 1,913 did in the first runs, upstream lost 141 of 1,693: its
+// real servers go before the pods end); the counts are compared with
+// upstream's in docs/testing.md.
 func TestDrain(t *testing.T) {
 	last := bed.Nodes[len(bed.Nodes)-1].Name
 	loops := spreadLoops(t)
@@ -136,12 +139,25 @@ func TestDrain(t *testing.T) {
 	}
 	drained := time.Now()
 	time.Sleep(10 * time.Second)
+	byPolicy := "outside to spread-local on " + last
+	sent, failed := 0, 0
 	for _, l := range loops {
-		sent, fails := l.End()
-		t.Logf("%s: %d requests, %d failed (%s)", l.Name, sent, len(fails), framework.Spans(fails, start))
+		n, fails := l.End()
+		t.Logf("%s: %d requests, %d failed (%s)", l.Name, n, len(fails), framework.Spans(fails, start))
+		if l.Name != byPolicy {
+			sent, failed = sent+n, failed+len(fails)
+		}
 	}
-	t.Logf("drained and rescheduled in %s", drained.Sub(start).Round(100*time.Millisecond))
+	t.Logf("drained and rescheduled in %s; %d of the %d requests that must not fail failed", drained.Sub(start).Round(100*time.Millisecond), failed, sent)
+	if deployed.Name == "kube-ipvs-proxy" && float64(failed) > drainFailMax*float64(sent) {
+		t.Errorf("%d of %d requests failed while the node drained, more than %.0f%%", failed, sent, 100*drainFailMax)
+	}
 }
+
+// drainFailMax is the share of requests that may fail while a node drains
+// (those to its Local NodePort aside): a pod that ends mid-request, not a
+// proxier that loses endpoints.
+const drainFailMax = 0.01
 
 // proxierPods is the live proxier pod on each node.
 func proxierPods(t *testing.T) map[string]string {

@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
@@ -25,7 +27,8 @@ import (
 // follows the pod within 25 s, inside the 30 s periodic sync, so a proxier
 // that only caught up on that would fail; the test logs how long it took
 // (ours well under a second, upstream about 10 s in the VM). With Cluster
-// every node answers, forwarding to the pod's node as itself (masqueraded).
+// every node answers,
+// forwarding to the pod's node as itself (masqueraded).
 func TestExternalTrafficPolicyAcrossNodes(t *testing.T) {
 	ctx, cancel := framework.Ctx()
 	defer cancel()
@@ -104,6 +107,99 @@ func placeEcho(t *testing.T, node string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestLocalNodePortKeepsToItsNode reads every node's IPVS table for
+// Service spread-local (externalTrafficPolicy Local, pods spread over the
+// nodes): a node with ready pods of it gives its NodePort those pods alone
+// as real servers; a node without falls back to all of them, as upstream's
+// IPVS mode does so that pods there can still reach the Service (traffic
+// from outside is not masqueraded there, so it fails: the policy).
+// Requests cannot tell a node that sends its Local NodePort's traffic to
+// other nodes' pods while it has its own: the table can.
+func TestLocalNodePortKeepsToItsNode(t *testing.T) {
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	svc, err := env.Admin.CoreV1().Services("multinode").Get(ctx, "spread-local", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(svc.Spec.Ports[0].NodePort)
+	if err := env.WaitRollout("multinode", "deployment/spread", 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range bed.Nodes {
+		vs := netip.AddrPortFrom(n.IP, port)
+		var want []string
+		if err := framework.Eventually(30*time.Second, time.Second, func() error {
+			byNode, err := readyEndpointsByNode("spread-local")
+			if err != nil {
+				return err
+			}
+			want = byNode[n.Name]
+			if len(want) == 0 {
+				for _, eps := range byNode {
+					want = append(want, eps...)
+				}
+			}
+			return realServersAre(n, vs, want)
+		}); err != nil {
+			t.Errorf("Local NodePort %s on %s: %v", vs, n.Name, err)
+			continue
+		}
+		t.Logf("Local NodePort %s on %s: real servers %v", vs, n.Name, want)
+	}
+}
+
+// readyEndpointsByNode reads Service svc's EndpointSlices: its ready
+// endpoints' address:port by node.
+func readyEndpointsByNode(svc string) (map[string][]string, error) {
+	ctx, cancel := framework.Ctx()
+	defer cancel()
+	slices, err := env.Admin.DiscoveryV1().EndpointSlices("multinode").List(ctx, metav1.ListOptions{LabelSelector: discovery.LabelServiceName + "=" + svc})
+	if err != nil {
+		return nil, err
+	}
+	byNode := map[string][]string{}
+	for _, sl := range slices.Items {
+		if len(sl.Ports) != 1 || sl.Ports[0].Port == nil {
+			return nil, fmt.Errorf("slice %s: %d ports; want one", sl.Name, len(sl.Ports))
+		}
+		for _, ep := range sl.Endpoints {
+			if ep.NodeName == nil || ep.Conditions.Ready == nil || !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				byNode[*ep.NodeName] = append(byNode[*ep.NodeName], netip.AddrPortFrom(netip.MustParseAddr(a), uint16(*sl.Ports[0].Port)).String())
+			}
+		}
+	}
+	return byNode, nil
+}
+
+// realServersAre checks that node n's IPVS virtual server vs (TCP) has
+// exactly the real servers want (address:port) of non-zero weight: one left
+// draining (weight 0, its connections not yet ended) takes no new
+// connection.
+func realServersAre(n *framework.BedNode, vs netip.AddrPort, want []string) error {
+	out, err := n.Command("ipvsadm", "-Ln", "-t", vs.String()).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ipvsadm -Ln -t %s: %w: %s", vs, err, out)
+	}
+	var got []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// "  -> 10.244.1.2:8080  Masq  1  0  0", after the column header.
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[0] == "->" && f[1] != "RemoteAddress:Port" && f[3] != "0" {
+			got = append(got, f[1])
+		}
+	}
+	slices.Sort(got)
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("virtual server %s has real servers %v of non-zero weight; want %v:\n%s", vs, got, want, out)
+	}
+	return nil
 }
 
 // healthIs asks the health-check node port at hc and checks its status and
