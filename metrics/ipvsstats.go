@@ -2,13 +2,14 @@ package metrics
 
 import (
 	"bufio"
-	"compress/gzip"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
