@@ -170,7 +170,8 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	p = proxier.New(cfg, kernel, log, health, m, warnings)
 	var ipvsStats http.Handler
 	if stats, ok := kernel.IPVS.(ipvs.StatsReader); o.IPVSStats && ok {
-		ipvsStats = metrics.IPVSStats{Read: stats.Stats, Owners: p.VirtualServerOwners}.Handler()
+		rolling := &metrics.RollingStats{Source: stats}
+		ipvsStats = metrics.IPVSStats{Read: rolling.Read, Owners: p.VirtualServerOwners}.Handler()
 	}
 	if err := serveHTTP(ctx, log, o, health, m, p, ipvsStats); err != nil {
 		return err

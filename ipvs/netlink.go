@@ -30,6 +30,12 @@ type Netlink struct {
 	// open so that later reads see that namespace whatever thread reads;
 	// nil if it could not be opened.
 	table *os.File
+
+	// scratchMu guards scratch, where RealServerStats decodes each dump
+	// before copying it out at its size: growing a slice per virtual server
+	// cost more than the dump's decoding.
+	scratchMu sync.Mutex
+	scratch   []RealServerStats
 }
 
 var _ Interface = (*Netlink)(nil)

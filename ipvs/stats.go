@@ -28,9 +28,12 @@ type RealServerStats struct {
 	Counters
 }
 
-// StatsReader reads the statistics of every virtual server (--ipvs-stats).
+// StatsReader reads the statistics of the virtual servers and, one virtual
+// server at a time, of their real servers (--ipvs-stats): the kernel has
+// no dump of every real server.
 type StatsReader interface {
-	Stats() ([]VirtualServerStats, error)
+	VirtualServerStats() ([]VirtualServerStats, error)
+	RealServerStats(k Key) ([]RealServerStats, error)
 }
 
 // Statistics attributes (include/uapi/linux/ip_vs.h): the 64-bit set, and
@@ -87,10 +90,24 @@ func decodeCounters(body []byte, outer, stats, stats64 uint16) Counters {
 	return c
 }
 
-// Stats lists every virtual server with its counters, then each one's real
-// servers with theirs: one dump, and one per virtual server, in small reads
-// (see Netlink.d). The kernel has no dump of every real server.
+// Stats lists every virtual server with its counters and its real servers
+// with theirs: one dump, and one per virtual server.
 func (n *Netlink) Stats() ([]VirtualServerStats, error) {
+	out, err := n.VirtualServerStats()
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Reals, err = n.RealServerStats(out[i].Key); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// VirtualServerStats lists every virtual server with its counters, in one
+// dump, without real servers.
+func (n *Netlink) VirtualServerStats() ([]VirtualServerStats, error) {
 	var out []VirtualServerStats
 	err := nlbatch.Whole(func() error {
 		out = out[:0]
@@ -103,33 +120,33 @@ func (n *Netlink) Stats() ([]VirtualServerStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
-	// Each dump is read into one scratch slice and copied out at its size:
-	// growing a slice per virtual server, or one for all, cost more than
-	// the dumps' decoding.
-	var scratch []RealServerStats
-	for i := range out {
-		s := &out[i]
-		af := family(s.Address)
-		err := nlbatch.Whole(func() error {
-			scratch = scratch[:0]
-			return n.d.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, s.Key)}, func(body []byte) {
-				if rs, ok := decodeDest(body, af); ok {
-					scratch = append(scratch, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
-						Counters: decodeCounters(body, attrDest, destStats, destStats64)})
-				}
-			})
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list real servers of %s: %w", s.Key, err)
-		}
-		s.Reals = slices.Clone(scratch)
-	}
 	return out, nil
 }
 
-// Stats lists the fake's virtual and real servers with their connections;
-// the fake counts no traffic.
-func (f *Fake) Stats() ([]VirtualServerStats, error) {
+// RealServerStats dumps virtual server k's real servers with their
+// statistics, in small reads (see Netlink.d); none if k is gone.
+func (n *Netlink) RealServerStats(k Key) ([]RealServerStats, error) {
+	af := family(k.Address)
+	n.scratchMu.Lock()
+	defer n.scratchMu.Unlock()
+	err := nlbatch.Whole(func() error {
+		n.scratch = n.scratch[:0]
+		return n.d.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
+			if rs, ok := decodeDest(body, af); ok {
+				n.scratch = append(n.scratch, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
+					Counters: decodeCounters(body, attrDest, destStats, destStats64)})
+			}
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", k, err)
+	}
+	return slices.Clone(n.scratch), nil
+}
+
+// VirtualServerStats lists the fake's virtual servers; the fake counts no
+// traffic.
+func (f *Fake) VirtualServerStats() ([]VirtualServerStats, error) {
 	if _, err := f.ops.Begin("stats"); err != nil {
 		return nil, err
 	}
@@ -139,11 +156,20 @@ func (f *Fake) Stats() ([]VirtualServerStats, error) {
 	}
 	out := make([]VirtualServerStats, 0, len(vss))
 	for _, vs := range vss {
-		s := VirtualServerStats{Key: vs.Key}
-		for _, rs := range f.realServers(vs.Key) {
-			s.Reals = append(s.Reals, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns})
-		}
-		out = append(out, s)
+		out = append(out, VirtualServerStats{Key: vs.Key})
+	}
+	return out, nil
+}
+
+// RealServerStats lists the real servers of the fake's virtual server k
+// with their connections.
+func (f *Fake) RealServerStats(k Key) ([]RealServerStats, error) {
+	if _, err := f.ops.Begin("stats-rs " + k.String()); err != nil {
+		return nil, err
+	}
+	var out []RealServerStats
+	for _, rs := range f.realServers(k) {
+		out = append(out, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns})
 	}
 	return out, nil
 }
