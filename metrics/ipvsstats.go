@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -75,6 +73,7 @@ func (s IPVSStats) Handler() http.Handler {
 		interval = DefaultStatsInterval
 	}
 	cache := &statsRead{}
+	gz := newGzipText()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		stats, read, err := cache.get(s.Read, interval)
 		if err != nil {
@@ -82,15 +81,14 @@ func (s IPVSStats) Handler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		var out *bufio.Writer
 		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 			w.Header().Set("Content-Encoding", "gzip")
-			z, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-			defer z.Close()
-			out = bufio.NewWriterSize(z, 64<<10)
-		} else {
-			out = bufio.NewWriterSize(w, 64<<10)
+			out := bufio.NewWriterSize(w, 64<<10)
+			defer out.Flush()
+			_ = gz.write(out, stats, s.Owners(), read) // a failed write is the client gone
+			return
 		}
+		out := bufio.NewWriterSize(w, 64<<10)
 		defer out.Flush()
 		writeIPVSStats(out, stats, s.Owners(), read)
 	})
@@ -135,6 +133,28 @@ var ipvsFamilies = []family{
 // wants, each labelled with the Service, the virtual server
 // (address:port), the protocol and, for a real server, its address:port.
 func writeIPVSStats(w *bufio.Writer, stats []ipvs.VirtualServerStats, owners map[ipvs.Key]string, read time.Duration) {
+	labels := labelsOf(stats, owners)
+	var b []byte
+	for fi := range ipvsFamilies {
+		f := &ipvsFamilies[fi]
+		b = f.appendHeader(b[:0])
+		if f.vs != nil {
+			b = f.appendVirtualServers(b, stats, labels)
+			_, _ = w.Write(b)
+			continue
+		}
+		_, _ = w.Write(b)
+		for i := range stats {
+			b = f.appendRealServers(b[:0], stats[i:i+1], labels[i:i+1])
+			_, _ = w.Write(b)
+		}
+	}
+	_, _ = w.Write(appendReadDuration(b[:0], read))
+}
+
+// labelsOf is each virtual server's labels, without the closing brace:
+// its Service, its address:port and its protocol.
+func labelsOf(stats []ipvs.VirtualServerStats, owners map[ipvs.Key]string) [][]byte {
 	labels := make([][]byte, len(stats))
 	for i := range stats {
 		s := &stats[i]
@@ -147,32 +167,53 @@ func writeIPVSStats(w *bufio.Writer, stats []ipvs.VirtualServerStats, owners map
 		b = append(b, s.Protocol...)
 		labels[i] = append(b, '"')
 	}
-	var line []byte
-	for _, f := range ipvsFamilies {
-		name := "kube_ipvs_proxy_ipvs_" + f.name
-		_, _ = w.WriteString("# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + f.typ + "\n")
-		for i := range stats {
-			s := &stats[i]
-			if f.vs != nil {
-				line = append(append(append(line[:0], name...), labels[i]...), "} "...)
-				line = strconv.AppendUint(line, f.vs(s), 10)
-				_, _ = w.Write(append(line, '\n'))
-				continue
-			}
-			for j := range s.Reals {
-				rs := &s.Reals[j]
-				line = append(append(append(line[:0], name...), labels[i]...), `,real_server="`...)
-				line = rs.ID.AppendTo(line)
-				line = append(line, `"} `...)
-				line = strconv.AppendUint(line, f.rs(rs), 10)
-				_, _ = w.Write(append(line, '\n'))
-			}
+	return labels
+}
+
+// metricName is the family's full name.
+func (f *family) metricName() string { return "kube_ipvs_proxy_ipvs_" + f.name }
+
+// appendHeader appends the family's HELP and TYPE lines.
+func (f *family) appendHeader(b []byte) []byte {
+	name := f.metricName()
+	return append(b, "# HELP "+name+" "+f.help+"\n# TYPE "+name+" "+f.typ+"\n"...)
+}
+
+// appendVirtualServers appends a virtual-server family's line of each of
+// stats, labels[i] being stats[i]'s.
+func (f *family) appendVirtualServers(b []byte, stats []ipvs.VirtualServerStats, labels [][]byte) []byte {
+	name := f.metricName()
+	for i := range stats {
+		b = append(append(append(b, name...), labels[i]...), "} "...)
+		b = strconv.AppendUint(b, f.vs(&stats[i]), 10)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendRealServers appends a real-server family's line of each real
+// server of stats, labels[i] being stats[i]'s.
+func (f *family) appendRealServers(b []byte, stats []ipvs.VirtualServerStats, labels [][]byte) []byte {
+	name := f.metricName()
+	for i := range stats {
+		for j := range stats[i].Reals {
+			rs := &stats[i].Reals[j]
+			b = append(append(append(b, name...), labels[i]...), `,real_server="`...)
+			b = rs.ID.AppendTo(b)
+			b = append(b, `"} `...)
+			b = strconv.AppendUint(b, f.rs(rs), 10)
+			b = append(b, '\n')
 		}
 	}
-	_, _ = w.WriteString("# HELP kube_ipvs_proxy_ipvs_stats_read_duration_seconds How long this scrape's read of the IPVS statistics took\n" +
-		"# TYPE kube_ipvs_proxy_ipvs_stats_read_duration_seconds gauge\nkube_ipvs_proxy_ipvs_stats_read_duration_seconds ")
-	_, _ = w.Write(strconv.AppendFloat(nil, read.Seconds(), 'g', -1, 64))
-	_ = w.WriteByte('\n')
+	return b
+}
+
+// appendReadDuration appends the read-duration gauge, the last family.
+func appendReadDuration(b []byte, read time.Duration) []byte {
+	b = append(b, "# HELP kube_ipvs_proxy_ipvs_stats_read_duration_seconds How long this scrape's read of the IPVS statistics took\n"+
+		"# TYPE kube_ipvs_proxy_ipvs_stats_read_duration_seconds gauge\nkube_ipvs_proxy_ipvs_stats_read_duration_seconds "...)
+	b = strconv.AppendFloat(b, read.Seconds(), 'g', -1, 64)
+	return append(b, '\n')
 }
 
 // appendEscaped appends a label value as the text format escapes it.
