@@ -180,8 +180,7 @@ func TestReconcilerDumpsAShareOfLargeTables(t *testing.T) {
 // per share.
 func TestReconcilerReadsWholeAfterAShareFoundDrift(t *testing.T) {
 	k := fakekernel.New(t)
-	// 40 virtual servers in shares of about 10: a share is empty once
-	// in 10^5 runs.
+	// 40 virtual servers in shares of about 10.
 	r := testReconciler(k, tuneReads(10, 0))
 	var keys []ipvs.Key
 	for i := range 40 {
@@ -199,8 +198,13 @@ func TestReconcilerReadsWholeAfterAShareFoundDrift(t *testing.T) {
 		_ = k.IPVS.DeleteVirtualServer(key) // ipvsadm -C
 	}
 	k.Ops()
-	if st := mustCheck(t, r).Stats(); st.Listed || st.RealServersOf >= len(keys) {
-		t.Fatalf("the second share's check read it all (%+v): the test's premise", st)
+	// A share is empty once in 10^5 runs, and finds nothing: the next is not.
+	st := mustCheck(t, r).Stats()
+	for i := 0; st.RealServersOf == 0 && i < 3; i++ {
+		st = mustCheck(t, r).Stats()
+	}
+	if st.Listed || st.RealServersOf == 0 || st.RealServersOf >= len(keys) {
+		t.Fatalf("the share's check after the flush read none or all (%+v): the test's premise", st)
 	}
 	if st := mustCheck(t, r).Stats(); !st.Listed {
 		t.Errorf("the check after a share found drift did not list the table: %+v", st)
