@@ -155,3 +155,58 @@ func TestCriticalServicesWaitForTheirOwnFamilysChains(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6CriticalServiceAfterAnIPv4OneWaitsForItsChains: the IPv4
+// critical Service programmed while ip6tables runs does not let an IPv6
+// one that comes next skip the wait for the IPv6 chains.
+func TestIPv6CriticalServiceAfterAnIPv4OneWaitsForItsChains(t *testing.T) {
+	k := fakekernel.Bare()
+	ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
+	p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
+		CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-system", Name: "kube-dns"}}},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	hang := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hang) }) }
+	t.Cleanup(release)
+	var atIPv6Chains []string
+	var mu sync.Mutex
+	ip6t.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "restore") {
+			<-hang
+			mu.Lock()
+			atIPv6Chains = append(atIPv6Chains, k.IPVS.Dump())
+			mu.Unlock()
+		}
+		return nil
+	})
+	steps := []chan error{make(chan error, 1), make(chan error, 1)}
+	p.setup.early.steps = steps
+	go p.setUpEarly(steps)
+
+	feed := p.Critical()
+	api := localOnly("kubernetes", "10.96.0.1")
+	api.Namespace = "default"
+	feed.OnServiceAdd(api)
+	feed.OnServicesSynced()
+	feed.OnEndpointSlicesSynced()
+	syncWithin(t, p)
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 10.96.0.1:80/TCP") {
+		t.Fatalf("the IPv4 critical Service waits for ip6tables:\n%s", d)
+	}
+
+	dns := localOnly("kube-dns", "fd00::10")
+	dns.Namespace = "kube-system"
+	feed.OnServiceAdd(dns)
+	// Longer than a sync waits for a busy glue (glue.aheadWait, 2 s).
+	time.AfterFunc(2500*time.Millisecond, release)
+	syncWithin(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if d := k.IPVS.Dump(); !strings.Contains(d, "-A [fd00::10]:80/TCP") {
+		t.Fatalf("the IPv6 critical Service was not programmed:\n%s", d)
+	}
+	if len(atIPv6Chains) == 0 || strings.Contains(atIPv6Chains[0], "fd00::10") {
+		t.Fatalf("the IPv6 critical Service was programmed before its chains; IPVS then: %q", atIPv6Chains)
+	}
+}

@@ -276,8 +276,10 @@ func (p *Proxier) schedule(inline bool) (r syncRound, ok bool) {
 	r.setUp = p.setup.done
 	if r.first {
 		inputs := p.changeTracker.peek(p.cfg.CriticalServices)
-		if !r.setUp {
-			r.setUp = p.takeEarlySetup(p.chainsFor(inputs))
+		// Taken even when set up: an IPv6 critical Service waits for its
+		// chains although the IPv4 ones came first.
+		if ok := p.takeEarlySetup(p.chainsFor(inputs)); !r.setUp {
+			r.setUp = ok
 		}
 		p.warnMissingCritical(inputs)
 		r.setUp = p.programCritical(inputs, r.setUp)
@@ -531,8 +533,8 @@ func (p *Proxier) programCriticalEarly() (applied bool) {
 	if len(inputs) == 0 {
 		return false
 	}
-	if !p.setup.done {
-		p.setup.done = p.takeEarlySetup(p.chainsFor(inputs))
+	if ok := p.takeEarlySetup(p.chainsFor(inputs)); !p.setup.done {
+		p.setup.done = ok
 	}
 	p.setup.done = p.programCritical(inputs, p.setup.done)
 	out := p.rec.Outcome()

@@ -35,7 +35,9 @@ func (p *Proxier) takeEarlySetup(n int) bool {
 		if e.taken == 0 {
 			e.writable = writable(err)
 		}
-		if err != nil && writable(err) {
+		// A later step's failure after a recorded one is the retry's to
+		// report: it sets every family up again.
+		if err != nil && writable(err) && (e.taken == 0 || !p.setup.status.Failing(setupKey)) {
 			p.recordSetup(err)
 		}
 	}
@@ -80,7 +82,8 @@ func (p *Proxier) chainsFor(inputs []serviceInput) int {
 		if in.service == nil {
 			continue
 		}
-		for _, ip := range in.service.Spec.ClusterIPs {
+		// ClusterIP alone, from an apiserver older than dual-stack.
+		for _, ip := range append([]string{in.service.Spec.ClusterIP}, in.service.Spec.ClusterIPs...) {
 			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
 				return len(p.glues)
 			}
