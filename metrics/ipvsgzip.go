@@ -49,8 +49,15 @@ func newGzipText() *gzipText {
 	return &gzipText{seed: maphash.MakeSeed()}
 }
 
-// write writes the scrape of stats to w as one gzip member.
+// write writes the scrape of stats to w as one gzip member. The chunks are
+// made under the lock and written after it, so that a client that reads
+// slowly holds back no other scrape.
 func (g *gzipText) write(w io.Writer, stats []ipvs.VirtualServerStats, owners map[ipvs.Key]string, read time.Duration) error {
+	return gzchunk.Write(w, g.chunks(stats, owners, read))
+}
+
+// chunks are the compressed chunks of the scrape of stats, in order.
+func (g *gzipText) chunks(stats []ipvs.VirtualServerStats, owners map[ipvs.Key]string, read time.Duration) []gzchunk.Chunk {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.headers == nil {
@@ -89,8 +96,7 @@ func (g *gzipText) write(w io.Writer, stats []ipvs.VirtualServerStats, owners ma
 			out = append(out, r.chunks[fi])
 		}
 	}
-	out = append(out, g.comp.Compress(appendReadDuration(text[:0], read)))
-	return gzchunk.Write(w, out)
+	return append(out, g.comp.Compress(appendReadDuration(text[:0], read)))
 }
 
 // compress makes the run of stats, compressing its real servers' lines.

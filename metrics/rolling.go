@@ -69,6 +69,9 @@ func (r *RollingStats) Read() ([]ipvs.VirtualServerStats, error) {
 		if err != nil {
 			return nil, err
 		}
+		if known && slices.Equal(reals, prev.reals) {
+			reals = prev.reals // one copy kept, and the same one as the gzipped runs'
+		}
 		next[k] = realsRead{reals: reals, read: r.reads}
 	}
 	r.last = next
