@@ -101,30 +101,7 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 func TestCriticalServicesWaitForTheirOwnFamilysChains(t *testing.T) {
 	for _, clusterIP := range []string{"10.96.0.1", "fd00::1"} {
 		t.Run(clusterIP, func(t *testing.T) {
-			k := fakekernel.Bare()
-			ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
-			p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
-				CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}}},
-				Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-			hang := make(chan struct{})
-			var once sync.Once
-			release := func() { once.Do(func() { close(hang) }) }
-			t.Cleanup(release)
-			// What IPVS held when the IPv6 chains were written.
-			var atIPv6Chains []string
-			var mu sync.Mutex
-			ip6t.SetHook(func(op string) error {
-				if strings.HasPrefix(op, "restore") {
-					<-hang
-					mu.Lock()
-					atIPv6Chains = append(atIPv6Chains, k.IPVS.Dump())
-					mu.Unlock()
-				}
-				return nil
-			})
-			steps := []chan error{make(chan error, 1), make(chan error, 1)}
-			p.setup.early.steps = steps
-			go p.setUpEarly(steps)
+			p, k, release, atIPv6Chains := startHungIPv6(t, types.NamespacedName{Namespace: "default", Name: "kubernetes"})
 
 			api := localOnly("kubernetes", clusterIP)
 			api.Namespace = "default"
@@ -144,13 +121,11 @@ func TestCriticalServicesWaitForTheirOwnFamilysChains(t *testing.T) {
 			// Longer than a sync waits for a busy glue (glue.aheadWait, 2 s).
 			time.AfterFunc(2500*time.Millisecond, release)
 			syncWithin(t, p)
-			mu.Lock()
-			defer mu.Unlock()
 			if d := k.IPVS.Dump(); !strings.Contains(d, vs) {
 				t.Fatalf("the IPv6 critical Service was not programmed:\n%s", d)
 			}
-			if len(atIPv6Chains) == 0 || strings.Contains(atIPv6Chains[0], vs) {
-				t.Fatalf("the IPv6 critical Service was programmed before its chains; IPVS then: %q", atIPv6Chains)
+			if at, written := atIPv6Chains(); !written || strings.Contains(at, vs) {
+				t.Fatalf("the IPv6 critical Service was programmed before its chains; IPVS then: %q", at)
 			}
 		})
 	}
@@ -160,29 +135,8 @@ func TestCriticalServicesWaitForTheirOwnFamilysChains(t *testing.T) {
 // critical Service programmed while ip6tables runs does not let an IPv6
 // one that comes next skip the wait for the IPv6 chains.
 func TestIPv6CriticalServiceAfterAnIPv4OneWaitsForItsChains(t *testing.T) {
-	k := fakekernel.Bare()
-	ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
-	p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
-		CriticalServices: []types.NamespacedName{{Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-system", Name: "kube-dns"}}},
-		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	hang := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(hang) }) }
-	t.Cleanup(release)
-	var atIPv6Chains []string
-	var mu sync.Mutex
-	ip6t.SetHook(func(op string) error {
-		if strings.HasPrefix(op, "restore") {
-			<-hang
-			mu.Lock()
-			atIPv6Chains = append(atIPv6Chains, k.IPVS.Dump())
-			mu.Unlock()
-		}
-		return nil
-	})
-	steps := []chan error{make(chan error, 1), make(chan error, 1)}
-	p.setup.early.steps = steps
-	go p.setUpEarly(steps)
+	p, k, release, atIPv6Chains := startHungIPv6(t, types.NamespacedName{Namespace: "default", Name: "kubernetes"},
+		types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"})
 
 	feed := p.Critical()
 	api := localOnly("kubernetes", "10.96.0.1")
@@ -201,12 +155,51 @@ func TestIPv6CriticalServiceAfterAnIPv4OneWaitsForItsChains(t *testing.T) {
 	// Longer than a sync waits for a busy glue (glue.aheadWait, 2 s).
 	time.AfterFunc(2500*time.Millisecond, release)
 	syncWithin(t, p)
-	mu.Lock()
-	defer mu.Unlock()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A [fd00::10]:80/TCP") {
 		t.Fatalf("the IPv6 critical Service was not programmed:\n%s", d)
 	}
-	if len(atIPv6Chains) == 0 || strings.Contains(atIPv6Chains[0], "fd00::10") {
-		t.Fatalf("the IPv6 critical Service was programmed before its chains; IPVS then: %q", atIPv6Chains)
+	if at, written := atIPv6Chains(); !written || strings.Contains(at, "fd00::10") {
+		t.Fatalf("the IPv6 critical Service was programmed before its chains; IPVS then: %q", at)
+	}
+}
+
+// startHungIPv6 makes a dual-stack proxier with these critical Services
+// and starts its early setup, whose ip6tables-restore hangs until release.
+// atIPv6Chains says what IPVS held when the IPv6 chains were first
+// written, if they were.
+func startHungIPv6(t *testing.T, critical ...types.NamespacedName) (p *Proxier, k fakekernel.Kernel, release func(), atIPv6Chains func() (string, bool)) {
+	k = fakekernel.Bare()
+	ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
+	p = New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
+		CriticalServices: critical},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	hang := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hang) }) }
+	t.Cleanup(release)
+	var mu sync.Mutex
+	var first *string
+	ip6t.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "restore") {
+			<-hang
+			mu.Lock()
+			if first == nil {
+				d := k.IPVS.Dump()
+				first = &d
+			}
+			mu.Unlock()
+		}
+		return nil
+	})
+	steps := []chan error{make(chan error, 1), make(chan error, 1)}
+	p.setup.early.steps = steps
+	go p.setUpEarly(steps)
+	return p, k, release, func() (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			return "", false
+		}
+		return *first, true
 	}
 }
