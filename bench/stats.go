@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -14,12 +17,18 @@ import (
 // statsScrapes is how many scrapes ipvsStats averages over.
 const statsScrapes = 3
 
+// driftShareMax is how many virtual servers' real servers a drift check
+// dumps per sync period at most (reconciler.realServerDumpsMax).
+const driftShareMax = 2500
+
 // ipvsStats measures what --ipvs-stats costs a scrape of /metrics/ipvs on
 // the cold start's kernel, gzipped as Prometheus asks for it: the first
 // read, of every virtual and real server's statistics, then the whole
 // scrape with its text, whose read dumps at most metrics.StatsDumpsMax
-// virtual servers' real servers again (metrics.RollingStats). It runs in this process, so that the figure is the feature's
-// alone. The Services' names are left out of the labels: the proxier
+// virtual servers' real servers again (metrics.RollingStats) and takes the
+// rest from a drift check's share of dumps, made anyway. It runs in this
+// process, so that the figure is the feature's alone; its CPU profile
+// (profiles/*-stats-cpu-*) holds the drift check's shares too. The Services' names are left out of the labels: the proxier
 // copies them from its tables, O(virtual servers), under its lock.
 func (s *session) ipvsStats() record {
 	rec := s.record("ipvs-stats")
@@ -35,32 +44,84 @@ func (s *session) ipvsStats() record {
 	}
 	rolling := &metrics.RollingStats{Source: nl}
 	c0, t0 := cpu(), time.Now()
-	if _, err := rolling.Read(); err != nil {
+	first, err := rolling.Read()
+	if err != nil {
 		rec.Note = err.Error()
 		return rec
 	}
 	readCPU, readWall := cpu()-c0, time.Since(t0)
+	// Between two scrapes the proxier's drift check dumps a share of the
+	// virtual servers' real servers (2,500 at most, as
+	// reconciler.realServerDumpsMax) and hands their statistics on: this
+	// reads such a share before each scrape, outside the scrape's figure,
+	// once without the tap and then with it, to show what the tap adds.
+	keys := make([]ipvs.Key, len(first))
+	for i, vs := range first {
+		keys[i] = vs.Key
+	}
+	next := 0
+	driftShare := func() time.Duration {
+		c := cpu()
+		for range min(driftShareMax, len(keys)) {
+			if _, err := nl.RealServers(keys[next%len(keys)]); err != nil {
+				s.logf("ipvs stats: drift-check read: %v", err)
+			}
+			next++
+		}
+		return cpu() - c
+	}
+	untapped := driftShare()
+	nl.TapRealServerStats(rolling.Saw)
 	// Every scrape reads: the cost of one is what this measures.
 	h := metrics.IPVSStats{Read: rolling.Read, Owners: func() map[ipvs.Key]string { return nil }, MinInterval: -1}.Handler()
-	c0, t0 = cpu(), time.Now()
+	stopProfile := s.selfCPUProfile("stats-cpu-00")
+	var scrapeCPU, tapped, scrapeWall time.Duration
 	var body int
 	var series int
 	for range statsScrapes {
+		tapped += driftShare()
+		c0, t0 = cpu(), time.Now()
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", metrics.IPVSStatsPath, nil)
 		req.Header.Set("Accept-Encoding", "gzip")
 		h.ServeHTTP(w, req)
 		body = w.Body.Len()
+		scrapeCPU, scrapeWall = scrapeCPU+cpu()-c0, scrapeWall+time.Since(t0)
 	}
-	scrapeCPU, scrapeWall := (cpu()-c0)/statsScrapes, time.Since(t0)/statsScrapes
+	scrapeCPU, scrapeWall, tapped = scrapeCPU/statsScrapes, scrapeWall/statsScrapes, tapped/statsScrapes
+	stopProfile()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", metrics.IPVSStatsPath, nil))
 	series = strings.Count(w.Body.String(), "\nkube_ipvs_proxy_ipvs_")
 	rec.CPUs = ptr(scrapeCPU.Seconds())
 	rec.P50ms = ptr(float64(scrapeWall.Microseconds()) / 1000)
 	rec.Samples = ptr(series)
-	rec.Note = fmt.Sprintf("per scrape, over %d: %d series, %.1f MB gzipped (%.1f MB plain); the first read (every real server) %.2f CPU s, %.0f ms",
-		statsScrapes, series, float64(body)/1e6, float64(w.Body.Len())/1e6, readCPU.Seconds(), float64(readWall.Microseconds())/1000)
+	rec.Note = fmt.Sprintf("per scrape, over %d: %d series, %.1f MB gzipped (%.1f MB plain); the first read (every real server) %.2f CPU s, %.0f ms; "+
+		"a drift check's share of real-server dumps before each scrape, not counted: %.2f CPU s handing on its statistics, %.2f without",
+		statsScrapes, series, float64(body)/1e6, float64(w.Body.Len())/1e6, readCPU.Seconds(), float64(readWall.Microseconds())/1000,
+		tapped.Seconds(), untapped.Seconds())
 	s.logf("ipvs stats: %.2f CPU s and %.0f ms per scrape, %d series; %s", *rec.CPUs, *rec.P50ms, series, rec.Note)
 	return rec
+}
+
+// selfCPUProfile profiles this process (a scenario run in-process) into
+// the results' profiles directory until the returned function is called.
+func (s *session) selfCPUProfile(file string) (stop func()) {
+	dir := filepath.Join(s.o.out, "profiles")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", s.name, s.n, file)))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		s.logf("profile %s: %v", file, err)
+		_ = f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }

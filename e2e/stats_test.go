@@ -4,10 +4,13 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
 // series returns the value of each series of /metrics whose line holds
@@ -89,6 +92,40 @@ func TestIPVSStatsCountEachBackend(t *testing.T) {
 		}
 		if total != requests {
 			return fmt.Errorf("the real servers counted %v connections, want %d", total, requests)
+		}
+		return nil
+	})
+	// The drift check's real-server dumps hand on the same counters
+	// (ipvs.Netlink.TapRealServerStats), which a scrape then serves.
+	nl, err := ipvs.NewNetlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	k := ipvs.Key{Address: vip.Addr(), Protocol: ipvs.TCP, Port: 80}
+	var tapped []ipvs.RealServerStats
+	nl.TapRealServerStats(func(got ipvs.Key, reals []ipvs.RealServerStats) {
+		if got == k {
+			tapped = reals
+		}
+	})
+	byID := func(a, b ipvs.RealServerStats) int { return a.ID.Compare(b.ID) }
+	eventually(t, "a drift-check read's statistics equal the statistics dump's", 10*time.Second, func() error {
+		if _, err := nl.RealServers(k); err != nil {
+			return err
+		}
+		direct, err := nl.RealServerStats(k)
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(tapped, byID)
+		slices.SortFunc(direct, byID)
+		var conns uint64
+		for _, rs := range tapped {
+			conns += rs.Connections
+		}
+		if !slices.Equal(tapped, direct) || conns != requests {
+			return fmt.Errorf("tapped %+v (%d connections), dumped for statistics %+v; want equal, with %d connections", tapped, conns, direct, requests)
 		}
 		return nil
 	})

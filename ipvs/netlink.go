@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -36,6 +37,10 @@ type Netlink struct {
 	// cost more than the dump's decoding.
 	scratchMu sync.Mutex
 	scratch   []RealServerStats
+
+	// statsTap, if set, is given the statistics of every real-server dump
+	// RealServers makes (see TapRealServerStats).
+	statsTap atomic.Pointer[func(Key, []RealServerStats)]
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -140,19 +145,38 @@ func (n *Netlink) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 // 10k virtual servers in the test VM, where these dumps take ~2 s).
 func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
 	out := []RealServer{}
+	tap := n.statsTap.Load()
+	var stats []RealServerStats
 	af := family(k.Address)
 	err := nlbatch.Whole(func() error {
-		out = out[:0]
+		out, stats = out[:0], stats[:0]
 		return n.d.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
-			if rs, ok := decodeDest(body, af); ok {
-				out = append(out, rs)
+			rs, ok := decodeDest(body, af)
+			if !ok {
+				return
+			}
+			out = append(out, rs)
+			if tap != nil {
+				stats = append(stats, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
+					Counters: decodeCounters(body, attrDest, destStats, destStats64)})
 			}
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", k, err)
 	}
+	if tap != nil {
+		(*tap)(k, stats)
+	}
 	return out, nil
+}
+
+// TapRealServerStats gives fn the statistics the kernel sends with every
+// real-server dump RealServers makes, so that the drift check's reads,
+// made anyway, serve /metrics/ipvs too (see metrics.RollingStats.Saw).
+// fn must not block: the drift check waits for it.
+func (n *Netlink) TapRealServerStats(fn func(Key, []RealServerStats)) {
+	n.statsTap.Store(&fn)
 }
 
 // Write sends the ops many to a system call (see package nlbatch).

@@ -36,6 +36,12 @@ type StatsReader interface {
 	RealServerStats(k Key) ([]RealServerStats, error)
 }
 
+// StatsTap is a table whose real-server reads hand on the statistics the
+// kernel sends with them (see Netlink.TapRealServerStats).
+type StatsTap interface {
+	TapRealServerStats(fn func(Key, []RealServerStats))
+}
+
 // Statistics attributes (include/uapi/linux/ip_vs.h): the 64-bit set, and
 // the older one whose connection and packet counts are 32-bit.
 const (

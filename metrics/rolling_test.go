@@ -104,3 +104,52 @@ func TestRollingStatsBoundsTheDumpsOfAScrape(t *testing.T) {
 		t.Error("a gone virtual server's real servers are still kept")
 	}
 }
+
+// TestRollingStatsServesWhatOthersRead: real servers another reader dumped
+// since the last scrape (the drift check, through Saw) are served as it
+// found them and not dumped again, so a scrape's dumps go to the rest;
+// before the first scrape nothing is kept (that scrape reads everything).
+func TestRollingStatsServesWhatOthersRead(t *testing.T) {
+	src := &countingStats{dumps: map[ipvs.Key]int{}}
+	for i := 1; i <= 4; i++ {
+		src.keys = append(src.keys, statsKey(i))
+	}
+	r := &RollingStats{Source: src, DumpsMax: 3}
+	seen := func(k ipvs.Key, conns uint64) {
+		r.Saw(k, []ipvs.RealServerStats{{ID: netip.MustParseAddrPort("10.244.0.1:8080"), Counters: ipvs.Counters{Connections: conns}}})
+	}
+	seen(statsKey(1), 7)
+	if r.seen != nil {
+		t.Fatal("real servers seen before the first scrape were kept")
+	}
+	src.conns = 1
+	if _, err := r.Read(); err != nil {
+		t.Fatal(err)
+	}
+
+	src.conns = 2
+	seen(statsKey(1), 5)
+	seen(statsKey(2), 5)
+	before := map[ipvs.Key]int{}
+	for k, n := range src.dumps {
+		before[k] = n
+	}
+	vss, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[ipvs.Key]uint64{}
+	for _, vs := range vss {
+		got[vs.Key] = vs.Reals[0].Connections
+	}
+	for _, k := range []ipvs.Key{statsKey(1), statsKey(2)} {
+		if got[k] != 5 || src.dumps[k] != before[k] {
+			t.Errorf("%s: served %d connections after %d dumps; want what the other reader saw (5), not dumped again", k, got[k], src.dumps[k]-before[k])
+		}
+	}
+	for _, k := range []ipvs.Key{statsKey(3), statsKey(4)} {
+		if got[k] != 2 {
+			t.Errorf("%s: served %d connections; want 2: the scrape's dumps go to those no one read", k, got[k])
+		}
+	}
+}
