@@ -162,6 +162,20 @@ func (b *Bed) PodLogs() map[string]string {
 	return logs
 }
 
+// KeepProxierMetrics saves each node's proxier's /metrics (ours and
+// kube-proxy both serve it on 127.0.0.1:10249) as metrics-NODE.txt in dir:
+// their sync durations say how late each node was, which a run's failures
+// are weighed by.
+func (b *Bed) KeepProxierMetrics(dir string) {
+	for _, n := range b.Nodes {
+		out, err := n.Command("curl", "-sS", "-m", "20", "http://127.0.0.1:10249/metrics").Output()
+		if err != nil {
+			out = append(out, []byte("\ncurl: "+err.Error()+"\n")...)
+		}
+		_ = os.WriteFile(filepath.Join(dir, "metrics-"+n.Name+".txt"), out, 0o644)
+	}
+}
+
 // setupSegment makes the bridge every node hangs off, routes each pod
 // subnet to its node, and masquerades what leaves for QEMU's network.
 func (b *Bed) setupSegment() error {

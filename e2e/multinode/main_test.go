@@ -50,6 +50,7 @@ func run(m *testing.M) (int, error) {
 	}
 	defer bed.Stop()
 	defer env.DumpCluster(bed.PodLogs())
+	defer bed.KeepProxierMetrics(env.Artifacts)
 	fmt.Printf("multinode-e2e: %d nodes Ready after %s\n", count, time.Since(start).Round(time.Second))
 	if err := deployed.Deploy(env, deployed.Tag); err != nil {
 		return 2, err
