@@ -47,7 +47,7 @@ func Flags() []cli.Flag {
 			Usage: "namespace/name of Services programmed before all others (kube-ipvs-proxy only)"},
 		&cli.BoolFlag{Name: "profiling", Usage: "serve Go's pprof profiles under /debug/pprof/ on the metrics address"},
 		&cli.StringFlag{Name: "ipvs-vip-mode", Value: "addresses",
-			Usage: "how cluster IPs are made local: addresses (one per Service on kube-ipvs0, as upstream) or local-route (one route per IPv4 Service CIDR, read from the ServiceCIDRs; experimental)"},
+			Usage: "how cluster IPs are made local: addresses (one per Service on kube-ipvs0, as upstream) or local-route (one route per Service CIDR of each family the node has, read from the ServiceCIDRs; experimental)"},
 		&cli.BoolFlag{Name: "ipvs-stats", Usage: "serve the kernel's statistics of every virtual and real server as metrics on /metrics/ipvs (seven series per real server)"},
 		&cli.BoolFlag{Name: "debug-state-remote", Usage: "answer /debug/state on the metrics address from off the node too; by default only from loopback (it names every Service and backend)"},
 		&cli.IntFlag{Name: "v", Aliases: []string{"verbosity"}, Usage: "log verbosity; 4 and above logs every sync"},

@@ -48,7 +48,7 @@ func localRoutes(index int) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	err := nlbatch.Whole(func() error {
 		out = out[:0]
-		routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4,
+		routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL,
 			&netlink.Route{Table: unix.RT_TABLE_LOCAL, LinkIndex: index}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
 		if errors.Is(err, netlink.ErrDumpInterrupted) {
 			return nlbatch.ErrDumpInterrupted

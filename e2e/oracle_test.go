@@ -291,8 +291,8 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		}
 	}
 
-	// --ipvs-vip-mode=local-route: the same virtual servers and sets; the
-	// IPv4 Service CIDR is one route instead of an address per cluster IP.
+	// --ipvs-vip-mode=local-route: the same virtual servers and sets; each
+	// Service CIDR is one route instead of an address per cluster IP.
 	stopShared(t)
 	if err := framework.CleanKernel(); err != nil {
 		t.Fatal(err)
@@ -304,10 +304,12 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serviceCIDR := netip.MustParsePrefix("10.96.0.0/16")
+	serviceCIDRs := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")}
 	var unrouted []string
 	for _, l := range strings.Split(want.Addresses, "\n") {
-		if p, err := netip.ParsePrefix(strings.TrimPrefix(l, "inet ")); err != nil || !serviceCIDR.Contains(p.Addr()) {
+		_, addr, _ := strings.Cut(l, " ")
+		p, err := netip.ParsePrefix(addr)
+		if err != nil || !slices.ContainsFunc(serviceCIDRs, func(c netip.Prefix) bool { return c.Contains(p.Addr()) }) {
 			unrouted = append(unrouted, l)
 		}
 	}
@@ -317,7 +319,7 @@ func TestSameKernelStateAsUpstream(t *testing.T) {
 		{"kube-ipvs0 addresses", strings.Join(unrouted, "\n"), gotRouted.Addresses},
 	} {
 		if c.want != c.got {
-			t.Errorf("local-route mode: %s differs from upstream kube-proxy's (cluster IPs of %s aside)\n%s", c.what, serviceCIDR, lineDiff(c.want, c.got))
+			t.Errorf("local-route mode: %s differs from upstream kube-proxy's (cluster IPs of %v aside)\n%s", c.what, serviceCIDRs, lineDiff(c.want, c.got))
 		}
 	}
 	if err := routed.Stop(); err != nil {

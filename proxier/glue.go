@@ -138,8 +138,10 @@ func (p *Proxier) glueInput(fam desired.Family) glue.Input {
 		p.blocked.dirty = false
 	}
 	in := glue.Input{InUse: map[string]bool{}, PodCIDR: p.nodeIPs.current.PodCIDR[fam]}
-	if fam == desired.IPv4 {
-		in.Routed = p.nodeIPs.current.Routed
+	for _, r := range p.nodeIPs.current.Routed {
+		if fam.Holds(r.Addr()) {
+			in.Routed = append(in.Routed, r)
+		}
 	}
 	for _, s := range glue.Sets() {
 		if p.setsInUse[fam.SetName(s)] {

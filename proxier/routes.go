@@ -8,25 +8,25 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 )
 
 // With --ipvs-vip-mode=local-route, one route of type local (through lo,
-// see dummyiface.Router) makes each IPv4 Service CIDR the node's own, instead of an
-// address bound per cluster IP: the kernel walks a link's address list on
+// see dummyiface.Router) makes each Service CIDR, of either family, the
+// node's own, instead of an address bound per cluster IP: the kernel walks a link's address list on
 // every add, so at 50k Services binding them is most of a cold start. Every
 // address of the CIDR is then local, allocated or not; KUBE-IPVS-FILTER
 // rejects new connections to those no Service port lets through (package
 // glue). The route goes in before the addresses inside it are unbound, as
 // the node's facts only name a CIDR routed once its route is in place. A
 // ServiceCIDR is deleted only once no cluster IP is allocated from it (the
-// apiserver's finalizer), so its route can go at once. IPv6 Service CIDRs
-// keep their addresses for now (not yet tested through lo).
+// apiserver's finalizer), so its route can go at once.
 
 // serviceCIDRs is what the ServiceCIDR informer last said.
 type serviceCIDRs struct {
 	mu     sync.Mutex
-	want   []netip.Prefix // the IPv4 CIDRs, sorted
+	want   []netip.Prefix // the CIDRs, sorted (IPv4 first)
 	listed bool
 }
 
@@ -34,7 +34,11 @@ type serviceCIDRs struct {
 func (p *Proxier) OnServiceCIDRs(cidrs []string) {
 	var want []netip.Prefix
 	for _, c := range cidrs {
-		if pre, err := netip.ParsePrefix(c); err == nil && pre.Addr().Is4() && !slices.Contains(want, pre.Masked()) {
+		pre, err := netip.ParsePrefix(c)
+		if err != nil || !slices.Contains(p.families(), desired.FamilyOf(pre.Addr())) {
+			continue // a family the node does not serve: its kernel may refuse the route
+		}
+		if !slices.Contains(want, pre.Masked()) {
 			want = append(want, pre.Masked())
 		}
 	}

@@ -1,17 +1,26 @@
 package proxier
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/metrics"
 )
 
 // TestLocalRoutesReplaceClusterIPAddresses: in local-route mode the IPv4
@@ -78,5 +87,58 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 	}
 	if got := k2.Links.Dump(); got != "10.96.0.10\n192.0.2.10" {
 		t.Errorf("addresses %q in the default mode, want both", got)
+	}
+}
+
+// TestIPv6ServiceCIDRsRouted: on a dual-stack node each family's Service
+// CIDR gets its local route, neither family's cluster IPs an address, and
+// each family's filter rejects its own CIDR's unanswered ports; a node
+// without IPv6 routes its IPv4 CIDR alone (its kernel may refuse an IPv6
+// route, which would keep the IPv4 one from going in too).
+func TestIPv6ServiceCIDRsRouted(t *testing.T) {
+	k := fakekernel.Bare()
+	ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
+	p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, LocalRoutes: true},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	for i, ip := range []string{"10.96.0.10", "fd00:96::10"} {
+		svc := testobj.Service(ip, testobj.Port("http", v1.ProtocolTCP, 80))
+		svc.Name = fmt.Sprintf("web-%d", i)
+		p.OnServiceAdd(svc)
+	}
+	p.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+
+	want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")}
+	if routes, _ := k.Links.LocalRoutes(); !slices.Equal(routes, want) {
+		t.Errorf("local routes %v, want %v", routes, want)
+	}
+	if got := k.Links.Dump(); got != "" {
+		t.Errorf("addresses on kube-ipvs0: %q, want none", got)
+	}
+	if !strings.Contains(k.IPVS.Dump(), "-A [fd00:96::10]:80/TCP") {
+		t.Errorf("no virtual server for the IPv6 cluster IP:\n%s", k.IPVS.Dump())
+	}
+	for _, c := range []struct {
+		ipt          *iptables.Fake
+		cidr, absent string
+	}{{ipt, "10.96.0.0/12", "fd00:96::/108"}, {ip6t, "fd00:96::/108", "10.96.0.0/12"}} {
+		saved, _ := c.ipt.Save()
+		if reject := "-A KUBE-IPVS-FILTER -d " + c.cidr + " -m conntrack --ctstate NEW -j REJECT"; !strings.Contains(string(saved), reject) {
+			t.Errorf("no %q in\n%s", reject, saved)
+		}
+		if strings.Contains(string(saved), c.absent) {
+			t.Errorf("the other family's CIDR %s in\n%s", c.absent, saved)
+		}
+	}
+
+	only4, k4, _, _ := newTestProxier(t, func(c *Config) { c.LocalRoutes = true })
+	only4.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
+	only4.OnServicesSynced()
+	only4.OnEndpointSlicesSynced()
+	only4.SyncNow()
+	if routes, _ := k4.Links.LocalRoutes(); !slices.Equal(routes, want[:1]) {
+		t.Errorf("a node without IPv6: local routes %v, want %v", routes, want[:1])
 	}
 }
