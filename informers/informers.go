@@ -174,7 +174,8 @@ func sliceEvents(h EndpointSliceHandler) cache.ResourceEventHandler {
 // cluster (at 50k Services the caches were over half the heap): server-side
 // apply's managed fields, owner references and kubectl's copy of the last
 // applied object; a Service's labels (selected by the apiserver, read by
-// nobody here) and its annotations but the scheduler's; a slice's labels
+// nobody here), its annotations but the scheduler's, its pod selector (the
+// EndpointSlice controller's input) and its status conditions; a slice's labels
 // but its Service's name, its annotations but the trigger time the network
 // programming latency is measured from, and each endpoint's reference to
 // its Pod, host name and zone (hints are what topology reads). A slice's
@@ -193,6 +194,7 @@ func Slim(obj any) (any, error) {
 	case *v1.Service:
 		o.Labels = nil
 		o.Annotations = only(o.Annotations, desired.SchedulerAnnotation)
+		o.Spec.Selector, o.Status.Conditions = nil, nil
 	case *discovery.EndpointSlice:
 		slimSlice(o)
 	}

@@ -118,11 +118,12 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 	}
-	svc := &v1.Service{ObjectMeta: meta(), Spec: v1.ServiceSpec{ClusterIP: "10.96.0.5"}}
+	svc := &v1.Service{ObjectMeta: meta(), Spec: v1.ServiceSpec{ClusterIP: "10.96.0.5", Selector: map[string]string{"app": "web"}},
+		Status: v1.ServiceStatus{Conditions: []metav1.Condition{{Type: "Ready"}}}}
 	if _, err := Slim(svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.ManagedFields != nil || svc.OwnerReferences != nil || len(svc.Annotations) != 1 || svc.Labels != nil {
+	if svc.ManagedFields != nil || svc.OwnerReferences != nil || len(svc.Annotations) != 1 || svc.Labels != nil || svc.Spec.Selector != nil || svc.Status.Conditions != nil {
 		t.Errorf("service kept what nothing reads: %+v", svc.ObjectMeta)
 	}
 	if svc.Annotations[desired.SchedulerAnnotation] != "lc" || svc.Spec.ClusterIP != "10.96.0.5" || svc.ResourceVersion != "7" {
