@@ -494,8 +494,12 @@ func (s *session) restart() (record, error) {
 		return rec, err
 	}
 	s.p = p
+	stopProfiles := make(chan struct{})
+	profiles := s.cpuProfiles("restart", stopProfiles)
 	err = framework.WaitSynced(p, start, max(s.cap, 10*time.Minute))
 	synced := time.Since(start)
+	close(stopProfiles)
+	profiles.Wait()
 	time.Sleep(2 * time.Second) // anything removed late would show now
 	close(stopWatch)
 	wg.Wait()

@@ -4,7 +4,7 @@
 set -euo pipefail
 dir=$1/profiles
 [ -d "$dir" ] || exit 0
-for cpu in $(ls "$dir" | sed -n 's/^\(.*-\(cold\|steady\|one\|stats\)\)-cpu-[0-9]*\.pb\.gz$/\1/p' | sort -u); do
+for cpu in $(ls "$dir" | sed -n 's/^\(.*-\(cold\|steady\|one\|stats\|restart\)\)-cpu-[0-9]*\.pb\.gz$/\1/p' | sort -u); do
   go tool pprof -top -nodecount=40 "$dir/$cpu"-cpu-*.pb.gz > "$dir/$cpu-cpu-top.txt" 2>/dev/null || true
   go tool pprof -top -cum -nodecount=40 "$dir/$cpu"-cpu-*.pb.gz > "$dir/$cpu-cpu-cum.txt" 2>/dev/null || true
 done
