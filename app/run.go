@@ -171,9 +171,6 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	var ipvsStats http.Handler
 	if stats, ok := kernel.IPVS.(ipvs.StatsReader); o.IPVSStats && ok {
 		rolling := &metrics.RollingStats{Source: stats}
-		if tap, ok := kernel.IPVS.(ipvs.StatsTap); ok {
-			tap.TapRealServerStats(rolling.Saw) // the drift check's dumps serve scrapes too
-		}
 		ipvsStats = metrics.IPVSStats{Read: rolling.Read, Owners: p.VirtualServerOwners}.Handler()
 	}
 	if err := serveHTTP(ctx, log, o, health, m, p, ipvsStats); err != nil {

@@ -28,8 +28,9 @@ const driftShareMax = 2500
 // virtual servers' real servers again (metrics.RollingStats) and takes the
 // rest from a drift check's share of dumps, made anyway. It runs in this
 // process, so that the figure is the feature's alone; its CPU profile
-// (profiles/*-stats-cpu-*) holds the drift check's shares too. The Services' names are left out of the labels: the proxier
-// copies them from its tables, O(virtual servers), under its lock.
+// (profiles/*-stats-cpu-*) holds the drift check's shares too. The
+// Services' names are left out of the labels: the proxier copies them from
+// its tables, O(virtual servers), under its lock.
 func (s *session) ipvsStats() record {
 	rec := s.record("ipvs-stats")
 	nl, err := ipvs.NewNetlink()
@@ -42,28 +43,22 @@ func (s *session) ipvsStats() record {
 		u, _ := framework.SelfUsage()
 		return u.CPU
 	}
-	rolling := &metrics.RollingStats{Source: nl}
-	c0, t0 := cpu(), time.Now()
-	first, err := rolling.Read()
-	if err != nil {
-		rec.Note = err.Error()
-		return rec
-	}
-	readCPU, readWall := cpu()-c0, time.Since(t0)
 	// Between two scrapes the proxier's drift check dumps a share of the
 	// virtual servers' real servers (2,500 at most, as
 	// reconciler.realServerDumpsMax) and hands their statistics on: this
 	// reads such a share before each scrape, outside the scrape's figure,
-	// once without the tap and then with it, to show what the tap adds.
-	keys := make([]ipvs.Key, len(first))
-	for i, vs := range first {
-		keys[i] = vs.Key
+	// once before the first scrape taps the table (RollingStats.Read) and
+	// then tapped, to show what the tap adds.
+	list, err := nl.VirtualServers()
+	if err != nil || len(list) == 0 {
+		rec.Note = fmt.Sprintf("no virtual server to read: %v", err)
+		return rec
 	}
 	next := 0
 	driftShare := func() time.Duration {
 		c := cpu()
-		for range min(driftShareMax, len(keys)) {
-			if _, err := nl.RealServers(keys[next%len(keys)]); err != nil {
+		for range min(driftShareMax, len(list)) {
+			if _, err := nl.RealServers(list[next%len(list)].Key); err != nil {
 				s.logf("ipvs stats: drift-check read: %v", err)
 			}
 			next++
@@ -71,7 +66,13 @@ func (s *session) ipvsStats() record {
 		return cpu() - c
 	}
 	untapped := driftShare()
-	nl.TapRealServerStats(rolling.Saw)
+	rolling := &metrics.RollingStats{Source: nl}
+	c0, t0 := cpu(), time.Now()
+	if _, err := rolling.Read(); err != nil {
+		rec.Note = err.Error()
+		return rec
+	}
+	readCPU, readWall := cpu()-c0, time.Since(t0)
 	// Every scrape reads: the cost of one is what this measures.
 	h := metrics.IPVSStats{Read: rolling.Read, Owners: func() map[ipvs.Key]string { return nil }, MinInterval: -1}.Handler()
 	stopProfile := s.selfCPUProfile("stats-cpu-00")

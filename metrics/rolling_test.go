@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -105,51 +106,102 @@ func TestRollingStatsBoundsTheDumpsOfAScrape(t *testing.T) {
 	}
 }
 
-// TestRollingStatsServesWhatOthersRead: real servers another reader dumped
-// since the last scrape (the drift check, through Saw) are served as it
-// found them and not dumped again, so a scrape's dumps go to the rest;
-// before the first scrape nothing is kept (that scrape reads everything).
+// tappingStats is a countingStats that hands on its tap (ipvs.StatsTap),
+// and calls during before each real-server dump.
+type tappingStats struct {
+	countingStats
+	tap    func(ipvs.Key, []ipvs.RealServerStats)
+	during func(ipvs.Key)
+}
+
+func (s *tappingStats) TapRealServerStats(fn func(ipvs.Key, []ipvs.RealServerStats)) { s.tap = fn }
+
+func (s *tappingStats) RealServerStats(k ipvs.Key) ([]ipvs.RealServerStats, error) {
+	if s.during != nil {
+		s.during(k)
+	}
+	return s.countingStats.RealServerStats(k)
+}
+
+// TestRollingStatsServesWhatOthersRead: a scrape taps its source, and real
+// servers another reader dumped through the tap since the last scrape
+// (the drift check) are served in place of the dumps the budget leaves
+// out; below the budget every virtual server is dumped all the same. One
+// dumped during a scrape that dumps the same virtual server is dropped
+// (it may be the older: counters would go back). Nothing is kept before
+// the first scrape, nor once scrapes have stopped for a while.
 func TestRollingStatsServesWhatOthersRead(t *testing.T) {
-	src := &countingStats{dumps: map[ipvs.Key]int{}}
+	now := time.Unix(1000, 0)
+	src := &tappingStats{countingStats: countingStats{dumps: map[ipvs.Key]int{}}}
 	for i := 1; i <= 4; i++ {
 		src.keys = append(src.keys, statsKey(i))
 	}
-	r := &RollingStats{Source: src, DumpsMax: 3}
+	r := &RollingStats{Source: src, DumpsMax: 2, Clock: func() time.Time { return now }}
 	seen := func(k ipvs.Key, conns uint64) {
-		r.Saw(k, []ipvs.RealServerStats{{ID: netip.MustParseAddrPort("10.244.0.1:8080"), Counters: ipvs.Counters{Connections: conns}}})
+		src.tap(k, []ipvs.RealServerStats{{ID: netip.MustParseAddrPort("10.244.0.1:8080"), Counters: ipvs.Counters{Connections: conns}}})
 	}
-	seen(statsKey(1), 7)
-	if r.seen != nil {
-		t.Fatal("real servers seen before the first scrape were kept")
+	read := func() map[ipvs.Key]uint64 {
+		t.Helper()
+		vss, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[ipvs.Key]uint64{}
+		for _, vs := range vss {
+			got[vs.Key] = vs.Reals[0].Connections
+		}
+		return got
 	}
 	src.conns = 1
-	if _, err := r.Read(); err != nil {
-		t.Fatal(err)
+	read()
+	if src.tap == nil {
+		t.Fatal("the scrape did not tap its source")
 	}
 
 	src.conns = 2
 	seen(statsKey(1), 5)
 	seen(statsKey(2), 5)
-	before := map[ipvs.Key]int{}
-	for k, n := range src.dumps {
-		before[k] = n
+	got := read()
+	for k, want := range map[ipvs.Key]uint64{statsKey(1): 5, statsKey(2): 5, statsKey(3): 2, statsKey(4): 2} {
+		if got[k] != want {
+			t.Errorf("%s: served %d connections, want %d (the other reader's 5 in place of the budget's dumps)", k, got[k], want)
+		}
 	}
-	vss, err := r.Read()
-	if err != nil {
-		t.Fatal(err)
+
+	// Dumped by another reader while the scrape dumps it too.
+	src.conns = 3
+	src.during = func(k ipvs.Key) {
+		if k == statsKey(1) {
+			seen(statsKey(2), 2)
+		}
 	}
-	got := map[ipvs.Key]uint64{}
+	read() // dumps 1 and 2 (all four read last time; the first two of them)
+	src.during = nil
+	src.conns = 4
+	if got := read(); got[statsKey(2)] != 3 { // dumps 3 and 4
+		t.Errorf("%s: served %d connections after a scrape read 3; an older read made during it set it back", statsKey(2), got[statsKey(2)])
+	}
+
+	all := &RollingStats{Source: src, DumpsMax: 10}
+	all.Read()
+	src.conns = 5
+	src.tap(statsKey(1), []ipvs.RealServerStats{{ID: netip.MustParseAddrPort("10.244.0.1:8080"), Counters: ipvs.Counters{Connections: 9}}})
+	vss, _ := all.Read()
 	for _, vs := range vss {
-		got[vs.Key] = vs.Reals[0].Connections
-	}
-	for _, k := range []ipvs.Key{statsKey(1), statsKey(2)} {
-		if got[k] != 5 || src.dumps[k] != before[k] {
-			t.Errorf("%s: served %d connections after %d dumps; want what the other reader saw (5), not dumped again", k, got[k], src.dumps[k]-before[k])
+		if vs.Reals[0].Connections != 5 {
+			t.Errorf("below the budget, %s served %d connections, want its fresh dump's 5", vs.Key, vs.Reals[0].Connections)
 		}
 	}
-	for _, k := range []ipvs.Key{statsKey(3), statsKey(4)} {
-		if got[k] != 2 {
-			t.Errorf("%s: served %d connections; want 2: the scrape's dumps go to those no one read", k, got[k])
-		}
+
+	fresh := &RollingStats{Source: &tappingStats{countingStats: countingStats{dumps: map[ipvs.Key]int{}}}, Clock: func() time.Time { return now }}
+	fresh.Saw(statsKey(1), nil)
+	if fresh.seen != nil {
+		t.Error("real servers seen before the first scrape were kept")
+	}
+	fresh.Read()
+	now = now.Add(seenFor + time.Second)
+	fresh.Saw(statsKey(1), nil)
+	if fresh.seen != nil {
+		t.Error("real servers seen long after the last scrape were kept")
 	}
 }
