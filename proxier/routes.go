@@ -28,6 +28,9 @@ type serviceCIDRs struct {
 	mu     sync.Mutex
 	want   []netip.Prefix // the CIDRs, sorted (IPv4 first)
 	listed bool
+	// failed is the last failure to set the routes, "" if none (the sync
+	// goroutine's alone).
+	failed string
 }
 
 // OnServiceCIDRs takes every ServiceCIDR's CIDRs (informers.Start).
@@ -55,8 +58,10 @@ func (p *Proxier) OnServiceCIDRs(cidrs []string) {
 // syncRoutes puts the wanted local routes in place and, once they are,
 // names the routed CIDRs in the node's facts, so that the Services inside
 // them are recomputed without their addresses (or with them again). It
-// runs on the sync goroutine before the inputs are taken. A failed write
-// keeps the facts as they were, and is retried at the next sync.
+// runs on the sync goroutine before the inputs are taken. When a write
+// fails, the facts name the wanted CIDRs whose routes are in place (one
+// family's refused route leaves the other routed), and the rest is
+// retried at the next sync; the failure is logged when it changes.
 func (p *Proxier) syncRoutes() {
 	if !p.cfg.LocalRoutes {
 		return
@@ -71,12 +76,25 @@ func (p *Proxier) syncRoutes() {
 	if !ok {
 		return
 	}
+	routed := want
 	if err := router.SetLocalRoutes(want); err != nil {
-		p.log.Warn("could not set the Service CIDRs' local routes; their cluster IPs stay bound", zap.Error(err))
+		if err.Error() != p.cidrs.failed {
+			p.log.Warn("could not set the Service CIDRs' local routes; the cluster IPs of those without one stay bound", zap.Error(err))
+			p.cidrs.failed = err.Error()
+		}
+		have, lerr := router.LocalRoutes()
+		if lerr != nil {
+			return
+		}
+		routed = slices.DeleteFunc(slices.Clone(want), func(c netip.Prefix) bool { return !slices.Contains(have, c) })
+	} else {
+		p.cidrs.failed = ""
+	}
+	if slices.Equal(routed, p.nodeIPs.current.Routed) {
 		return
 	}
-	p.log.Info("Service CIDRs routed locally", zap.Stringers("cidrs", want))
-	p.nodeIPs.current.Routed = want
+	p.log.Info("Service CIDRs routed locally", zap.Stringers("cidrs", routed))
+	p.nodeIPs.current.Routed = routed
 	p.changeTracker.touch(func(*v1.Service) bool { return true })
 }
 

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -131,6 +134,39 @@ func TestIPv6ServiceCIDRsRouted(t *testing.T) {
 		if strings.Contains(string(saved), c.absent) {
 			t.Errorf("the other family's CIDR %s in\n%s", c.absent, saved)
 		}
+	}
+
+	// The kernel refuses the IPv6 route (IPv6 disabled on lo, say): the
+	// IPv4 CIDR stays routed, the IPv6 cluster IP is bound, the failure
+	// logged once over many syncs.
+	core, logs := observer.New(zapcore.WarnLevel)
+	refused := fakekernel.Bare()
+	refused.Links.SetHook(func(op string) error {
+		if strings.HasPrefix(op, "add-route fd00:") {
+			return errors.New("IPv6 is disabled on nexthop device")
+		}
+		return nil
+	})
+	p6 := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, LocalRoutes: true},
+		Kernel{IPVS: refused.IPVS, Links: refused.Links, Sets: refused.Sets, IPTables: &iptables.Fake{}, IP6Tables: &iptables.Fake{}}, zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	for i, ip := range []string{"10.96.0.10", "fd00:96::10"} {
+		svc := testobj.Service(ip, testobj.Port("http", v1.ProtocolTCP, 80))
+		svc.Name = fmt.Sprintf("web-%d", i)
+		p6.OnServiceAdd(svc)
+	}
+	p6.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
+	p6.OnServicesSynced()
+	p6.OnEndpointSlicesSynced()
+	p6.SyncNow()
+	p6.SyncNow()
+	if routes, _ := refused.Links.LocalRoutes(); !slices.Equal(routes, want[:1]) {
+		t.Errorf("IPv6 route refused: local routes %v, want %v", routes, want[:1])
+	}
+	if got := refused.Links.Dump(); got != "fd00:96::10" {
+		t.Errorf("IPv6 route refused: addresses on kube-ipvs0 %q, want the IPv6 cluster IP alone", got)
+	}
+	if n := logs.FilterMessageSnippet("local routes").Len(); n != 1 {
+		t.Errorf("the refused route was logged %d times over two syncs, want once", n)
 	}
 
 	only4, k4, _, _ := newTestProxier(t, func(c *Config) { c.LocalRoutes = true })
