@@ -17,7 +17,8 @@ import (
 // apiserver. A part of the kernel it cannot open (no IPVS module, no
 // ip6tables) holds nothing of ours, and is skipped with one line.
 func cleanup(log *zap.Logger, excluded []netip.Prefix) error {
-	k := proxier.CleanupKernel{Link: dummyiface.NewNetlink(dummyiface.DefaultLinkName), Conntrack: conntrack.Netlink{}}
+	link := dummyiface.NewNetlink(dummyiface.DefaultLinkName)
+	k := proxier.CleanupKernel{Link: link, Routes: link, Conntrack: conntrack.Netlink{}}
 	if v, err := ipvs.NewNetlink(); err == nil {
 		defer v.Close()
 		k.IPVS = v

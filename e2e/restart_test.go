@@ -233,7 +233,8 @@ func TestFlushedTablesRepaired(t *testing.T) {
 
 // TestCleanup: --cleanup, run twice with no apiserver, leaves nothing of
 // ours: no virtual server outside --ipvs-exclude-cidrs, no kube-ipvs0, no
-// KUBE- set, none of our chains or the jumps to them; kubelet's chain and
+// local route of --ipvs-vip-mode=local-route, no KUBE- set, none of our
+// chains or the jumps to them; kubelet's chain and
 // the excluded virtual server stay. Then --init-only makes the node-wide
 // settings and nothing else. Serial: it stops the shared proxier.
 func TestCleanup(t *testing.T) {
@@ -248,6 +249,9 @@ func TestCleanup(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"ipvsadm", "-A", "-t", "10.250.99.2:22", "-s", "rr"},
 		{"iptables", "-t", "nat", "-N", "KUBE-KUBELET-CANARY"},
+		// As --ipvs-vip-mode=local-route leaves them (proto 176, through lo).
+		{"ip", "route", "add", "local", "10.97.0.0/16", "dev", "lo", "table", "local", "proto", "176"},
+		{"ip", "-6", "route", "add", "local", "fd00:10:97::/112", "dev", "lo", "table", "local", "proto", "176"},
 	} {
 		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v: %s", cmd, err, out)
@@ -256,6 +260,8 @@ func TestCleanup(t *testing.T) {
 	t.Cleanup(func() {
 		_ = exec.Command("ipvsadm", "-D", "-t", "10.250.99.2:22").Run()
 		_ = exec.Command("iptables", "-t", "nat", "-X", "KUBE-KUBELET-CANARY").Run()
+		_ = exec.Command("ip", "route", "del", "local", "10.97.0.0/16", "dev", "lo", "table", "local", "proto", "176").Run()
+		_ = exec.Command("ip", "-6", "route", "del", "local", "fd00:10:97::/112", "dev", "lo", "table", "local", "proto", "176").Run()
 	})
 	sharedMu.Lock()
 	err := shared.Stop()
@@ -277,6 +283,11 @@ func TestCleanup(t *testing.T) {
 	}
 	if sets, _ := framework.Output("ipset", "list", "-n"); strings.Contains(sets, "KUBE-") {
 		t.Errorf("sets after --cleanup:\n%s", sets)
+	}
+	for _, family := range []string{"-4", "-6"} {
+		if routes, _ := framework.Output("ip", family, "route", "show", "table", "local", "proto", "176"); strings.TrimSpace(routes) != "" {
+			t.Errorf("local routes after --cleanup:\n%s", routes)
+		}
 	}
 	for _, save := range []string{"iptables-save", "ip6tables-save"} {
 		saved, err := framework.Output(save)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
@@ -17,8 +18,11 @@ import (
 // CleanupKernel is what Cleanup removes objects from; a nil part is skipped
 // (a kernel without IPVS has no virtual server to remove).
 type CleanupKernel struct {
-	IPVS     ipvs.Interface
-	Link     interface{ DeleteLink() error }
+	IPVS ipvs.Interface
+	Link interface{ DeleteLink() error }
+	// Routes are --ipvs-vip-mode=local-route's, through lo: they outlive
+	// kube-ipvs0, and would keep every Service CIDR's address the node's.
+	Routes   dummyiface.Router
 	Sets     interface{ Destroy(set string) error }
 	IPTables []iptables.Interface // IPv4 and IPv6
 	// Conntrack forgets the UDP flows to the removed virtual servers.
@@ -27,8 +31,8 @@ type CleanupKernel struct {
 
 // Cleanup removes what IPVS mode leaves in the kernel (--cleanup): our
 // iptables chains and the jumps to them (v4 and v6; other chains, such as
-// kubelet's, stay), every virtual server outside excluded, kube-ipvs0 with
-// its addresses, and our ipsets, the KUBE-6- ones too. It runs in that
+// kubelet's, stay), every virtual server outside excluded, our local
+// routes, kube-ipvs0 with its addresses, and our ipsets, the KUBE-6- ones too. It runs in that
 // order, since a set cannot go while a rule matches on it, and again finds
 // nothing to do.
 //
@@ -59,6 +63,9 @@ func Cleanup(k CleanupKernel, excluded []netip.Prefix) error {
 		}
 		errs = append(errs, k.IPVS.Write(ops)...)
 		errs = append(errs, forgetUDPFlows(k.Conntrack, ops))
+	}
+	if k.Routes != nil {
+		errs = append(errs, k.Routes.SetLocalRoutes(nil))
 	}
 	if k.Link != nil {
 		errs = append(errs, k.Link.DeleteLink())

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -62,8 +63,13 @@ func TestCleanupKeepsExcludedVirtualServers(t *testing.T) {
 	_ = v.AddVirtualServer(theirs)
 	v.TakeOps()
 	r := &recorder{}
-	if err := Cleanup(CleanupKernel{IPVS: v, Link: r, Sets: r}, []netip.Prefix{netip.MustParsePrefix("10.250.99.0/24")}); err != nil {
+	routes := dummyiface.NewFake()
+	_ = routes.SetLocalRoutes([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")})
+	if err := Cleanup(CleanupKernel{IPVS: v, Link: r, Routes: routes, Sets: r}, []netip.Prefix{netip.MustParsePrefix("10.250.99.0/24")}); err != nil {
 		t.Fatal(err)
+	}
+	if left, _ := routes.LocalRoutes(); len(left) > 0 {
+		t.Errorf("local routes left: %v", left)
 	}
 	if ops := v.TakeOps(); !slices.Equal(ops, []string{"delete-vs 10.96.0.1:443/TCP"}) {
 		t.Errorf("IPVS writes %v", ops)

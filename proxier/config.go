@@ -24,10 +24,10 @@ type Config struct {
 	MinSyncPeriod time.Duration // rate limit between syncs
 	// ExcludeCIDRs (--ipvs-exclude-cidrs) are virtual servers not ours.
 	ExcludeCIDRs []netip.Prefix
-	// LocalRoutes (--ipvs-vip-mode=local-route) makes each IPv4 Service
-	// CIDR local with one local route instead of binding an
-	// address per cluster IP (routes.go); the proxier is then given the
-	// ServiceCIDRs (OnServiceCIDRs).
+	// LocalRoutes (--ipvs-vip-mode=local-route) makes each Service CIDR
+	// of the node's families local with one local route instead of
+	// binding an address per cluster IP (routes.go); the proxier is then
+	// given the ServiceCIDRs (OnServiceCIDRs).
 	LocalRoutes bool
 	// NodePortAddresses (--nodeport-addresses) limits the node addresses
 	// NodePorts are served on to these CIDRs, and to the Node's primary
