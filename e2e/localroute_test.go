@@ -72,7 +72,14 @@ func TestLocalRouteVIPs(t *testing.T) {
 	if addrs, _ := framework.Output("ip", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(addrs, "10.96.") || strings.Contains(addrs, "fd00:10:96:") {
 		t.Errorf("cluster IPs bound in local-route mode:\n%s", addrs)
 	}
-	// IPv6: the same, through the IPv6 CIDR's route.
+	// IPv6: the same, through the IPv6 CIDR's route. The node gets a
+	// global IPv6 address, as a dual-stack node has, for its own
+	// connections' source (the test VM's are link-local).
+	node6 := "fd00:0:77::15"
+	if _, err := framework.Output("ip", "addr", "add", node6+"/128", "dev", client.HostLink(), "nodad"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = framework.Output("ip", "addr", "del", node6+"/128", "dev", client.HostLink()) })
 	vip6 := ap("[fd00:10:96::7710]:80")
 	waitAnswerSet(t, client.HTTP, vip6, "localroute-a", 3, 30*time.Second)
 	if out, err := framework.Output("curl", "-sS", "-m", "3", "http://"+vip6.String()+"/"); err != nil || !strings.Contains(out, "localroute-a") {
