@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,6 +42,11 @@ type Netlink struct {
 	// statsTap, if set, is given the statistics of every real-server dump
 	// RealServers makes (see TapRealServerStats).
 	statsTap atomic.Pointer[func(Key, []RealServerStats)]
+	// readMu guards the scratch RealServers decodes into before copying
+	// out at size, as RealServerStats does.
+	readMu      sync.Mutex
+	readScratch []RealServer
+	tapScratch  []RealServerStats
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -144,20 +150,20 @@ func (n *Netlink) GetVirtualServer(k Key) (VirtualServer, bool, error) {
 // table from its start for each page, which makes it quadratic (~1.5 s for
 // 10k virtual servers in the test VM, where these dumps take ~2 s).
 func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
-	out := []RealServer{}
 	tap := n.statsTap.Load()
-	var stats []RealServerStats
 	af := family(k.Address)
+	n.readMu.Lock()
+	defer n.readMu.Unlock()
 	err := nlbatch.Whole(func() error {
-		out, stats = out[:0], stats[:0]
+		n.readScratch, n.tapScratch = n.readScratch[:0], n.tapScratch[:0]
 		return n.d.Dump(nlbatch.Request{Type: n.family, Data: encodeKey(cmdGetDest, k)}, func(body []byte) {
 			rs, ok := decodeDest(body, af)
 			if !ok {
 				return
 			}
-			out = append(out, rs)
+			n.readScratch = append(n.readScratch, rs)
 			if tap != nil {
-				stats = append(stats, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
+				n.tapScratch = append(n.tapScratch, RealServerStats{ID: rs.ID(), ActiveConns: rs.ActiveConns, InactiveConns: rs.InactiveConns,
 					Counters: decodeCounters(body, attrDest, destStats, destStats64)})
 			}
 		})
@@ -166,9 +172,9 @@ func (n *Netlink) RealServers(k Key) ([]RealServer, error) {
 		return nil, fmt.Errorf("list real servers of %s: %w", k, err)
 	}
 	if tap != nil {
-		(*tap)(k, stats)
+		(*tap)(k, slices.Clone(n.tapScratch))
 	}
-	return out, nil
+	return append(make([]RealServer, 0, len(n.readScratch)), n.readScratch...), nil
 }
 
 // TapRealServerStats gives fn the statistics the kernel sends with every
