@@ -101,17 +101,7 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 func TestIPv6ServiceCIDRsRouted(t *testing.T) {
 	k := fakekernel.Bare()
 	ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
-	p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, LocalRoutes: true},
-		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	for i, ip := range []string{"10.96.0.10", "fd00:96::10"} {
-		svc := testobj.Service(ip, testobj.Port("http", v1.ProtocolTCP, 80))
-		svc.Name = fmt.Sprintf("web-%d", i)
-		p.OnServiceAdd(svc)
-	}
-	p.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
-	p.OnServicesSynced()
-	p.OnEndpointSlicesSynced()
-	p.SyncNow()
+	routeDualStack(k, ipt, ip6t, zap.NewNop()).SyncNow()
 
 	want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")}
 	if routes, _ := k.Links.LocalRoutes(); !slices.Equal(routes, want) {
@@ -147,16 +137,7 @@ func TestIPv6ServiceCIDRsRouted(t *testing.T) {
 		}
 		return nil
 	})
-	p6 := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, LocalRoutes: true},
-		Kernel{IPVS: refused.IPVS, Links: refused.Links, Sets: refused.Sets, IPTables: &iptables.Fake{}, IP6Tables: &iptables.Fake{}}, zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	for i, ip := range []string{"10.96.0.10", "fd00:96::10"} {
-		svc := testobj.Service(ip, testobj.Port("http", v1.ProtocolTCP, 80))
-		svc.Name = fmt.Sprintf("web-%d", i)
-		p6.OnServiceAdd(svc)
-	}
-	p6.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
-	p6.OnServicesSynced()
-	p6.OnEndpointSlicesSynced()
+	p6 := routeDualStack(refused, &iptables.Fake{}, &iptables.Fake{}, zap.New(core))
 	p6.SyncNow()
 	p6.SyncNow()
 	if routes, _ := refused.Links.LocalRoutes(); !slices.Equal(routes, want[:1]) {
@@ -177,4 +158,21 @@ func TestIPv6ServiceCIDRsRouted(t *testing.T) {
 	if routes, _ := k4.Links.LocalRoutes(); !slices.Equal(routes, want[:1]) {
 		t.Errorf("a node without IPv6: local routes %v, want %v", routes, want[:1])
 	}
+}
+
+// routeDualStack is a dual-stack proxier in local-route mode on k, given an
+// IPv4 and an IPv6 cluster IP and both families' Service CIDRs, its caches
+// synced.
+func routeDualStack(k fakekernel.Kernel, ipt, ip6t *iptables.Fake, log *zap.Logger) *Proxier {
+	p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour, LocalRoutes: true},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, log, healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	for i, ip := range []string{"10.96.0.10", "fd00:96::10"} {
+		svc := testobj.Service(ip, testobj.Port("http", v1.ProtocolTCP, 80))
+		svc.Name = fmt.Sprintf("web-%d", i)
+		p.OnServiceAdd(svc)
+	}
+	p.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	return p
 }
