@@ -32,9 +32,9 @@ type CleanupKernel struct {
 // Cleanup removes what IPVS mode leaves in the kernel (--cleanup): our
 // iptables chains and the jumps to them (v4 and v6; other chains, such as
 // kubelet's, stay), every virtual server outside excluded, our local
-// routes, kube-ipvs0 with its addresses, and our ipsets, the KUBE-6- ones too. It runs in that
-// order, since a set cannot go while a rule matches on it, and again finds
-// nothing to do.
+// routes, kube-ipvs0 with its addresses, and our ipsets, the KUBE-6- ones
+// too. It runs in that order, since a set cannot go while a rule matches
+// on it, and again finds nothing to do.
 //
 // The UDP flows to the removed virtual servers are forgotten too: a
 // client's next datagram on the same source port would otherwise match

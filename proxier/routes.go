@@ -14,8 +14,9 @@ import (
 
 // With --ipvs-vip-mode=local-route, one route of type local (through lo,
 // see dummyiface.Router) makes each Service CIDR, of either family, the
-// node's own, instead of an address bound per cluster IP: the kernel walks a link's address list on
-// every add, so at 50k Services binding them is most of a cold start. Every
+// node's own, instead of an address bound per cluster IP: the kernel walks
+// a link's address list on every add, so at 50k Services binding them is
+// most of a cold start. Every
 // address of the CIDR is then local, allocated or not; KUBE-IPVS-FILTER
 // rejects new connections to those no Service port lets through (package
 // glue). The route goes in before the addresses inside it are unbound, as
