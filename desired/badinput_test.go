@@ -49,7 +49,7 @@ func TestSecondsOfOneKindAreReported(t *testing.T) {
 	s := testobj.Service("10.96.0.40", testobj.Port("a", v1.ProtocolTCP, 80), testobj.Port("b", v1.ProtocolTCP, 80), testobj.Port("c", v1.ProtocolUDP, 80))
 	s.Spec.ClusterIPs = []string{"10.96.0.40", "::ffff:10.96.0.41"}
 	sl := testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("a", v1.ProtocolTCP, 8080), testobj.SlicePort("b", v1.ProtocolTCP, 9090)}, testobj.EP{IP: "10.244.0.1"})
-	st, problems := Compute(s, []*discovery.EndpointSlice{sl}, &Config{NodeName: "me", Scheduler: "rr"}, Node{})
+	st, problems := Compute(s, read(sl), &Config{NodeName: "me", Scheduler: "rr"}, Node{})
 	r := st.String()
 	if len(problems) != 2 || !strings.Contains(problems[0], "10.96.0.41") || !strings.Contains(problems[1], `port "b"`) {
 		t.Errorf("problems %q", problems)

@@ -137,8 +137,8 @@ func FuzzDesiredState(f *testing.F) {
 		svc, sl := fuzzService(&b, s1, s2)
 		cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: b.Next()%4 != 0, IgnoreExternalIPs: b.Next()%4 == 0}
 
-		st, problems := Compute(svc, sl, cfg, node)
-		if again, _ := Compute(svc, sl, cfg, node); again.String() != st.String() {
+		st, problems := Compute(svc, read(sl...), cfg, node)
+		if again, _ := Compute(svc, read(sl...), cfg, node); again.String() != st.String() {
 			t.Fatalf("two answers for one input:\n%s\n---\n%s", st.String(), again.String())
 		}
 		checkKernelObjects(t, svc, st, family)

@@ -479,7 +479,7 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, problems := Compute(c.svc, c.slices, cfg, c.nodeIPs)
+			st, problems := Compute(c.svc, read(c.slices...), cfg, c.nodeIPs)
 			if got := st.String(); got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
@@ -506,4 +506,13 @@ func TestDesiredStateMaglevFlags(t *testing.T) {
 			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)
 		}
 	}
+}
+
+// read is the slices as the informers' cache holds them.
+func read(in ...*discovery.EndpointSlice) []*Slice {
+	out := make([]*Slice, len(in))
+	for i, s := range in {
+		out[i] = SliceOf(s)
+	}
+	return out
 }

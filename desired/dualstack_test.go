@@ -37,7 +37,7 @@ func TestDesiredStateDualStack(t *testing.T) {
 	lb.Spec.LoadBalancerSourceRanges = []string{"2001:db8:1::/48"}
 	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::9"}}
 
-	st, problems := Compute(lb, slices, cfg, node)
+	st, problems := Compute(lb, read(slices...), cfg, node)
 	want := `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.5:8080 w=1
 vs 203.0.113.7:80/TCP rr
@@ -149,7 +149,7 @@ func TestHealthCheckCountsEachFamily(t *testing.T) {
 		"IPv6 only":  {[]string{"fd00:96::10"}, [2]bool{IPv6: true}, [2]int{IPv6: 1}},
 	} {
 		lb.Spec.ClusterIP, lb.Spec.ClusterIPs = c.clusterIPs[0], c.clusterIPs
-		st, problems := Compute(lb, slices, cfg, Node{})
+		st, problems := Compute(lb, read(slices...), cfg, Node{})
 		if len(problems) != 0 {
 			t.Errorf("%s: problems %q", name, problems)
 		}

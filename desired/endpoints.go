@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 )
 
 // Which endpoints a virtual server gets, as upstream's CategorizeEndpoints
@@ -93,7 +92,7 @@ func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
 
 // localReady counts the distinct addresses of svc's ready endpoints of one
 // family on this node, over all its ports: what its health check reports.
-func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string, fam Family) int {
+func localReady(svc *v1.Service, sl []*Slice, nodeName string, fam Family) int {
 	var seen []netip.Addr
 	for i := range svc.Spec.Ports {
 		eps, _ := endpointsFor(&svc.Spec.Ports[i], sl, nodeName, fam)
@@ -108,7 +107,7 @@ func localReady(svc *v1.Service, sl []*discovery.EndpointSlice, nodeName string,
 
 // endpointsFor collects the endpoints of one Service port in one family
 // over all slices, which must be sorted by name.
-func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeName string, fam Family) ([]endpoint, []string) {
+func endpointsFor(sp *v1.ServicePort, slices []*Slice, nodeName string, fam Family) ([]endpoint, []string) {
 	var problems []string
 	byID := map[netip.AddrPort]*endpoint{}
 	for _, slice := range slices {
@@ -116,39 +115,30 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 			continue
 		}
 		for _, p := range slice.Ports {
-			name := ""
-			if p.Name != nil {
-				name = *p.Name
-			}
-			proto := v1.ProtocolTCP
-			if p.Protocol != nil {
-				proto = *p.Protocol
-			}
-			if name != sp.Name || proto != sp.Protocol {
+			if p.Name != sp.Name || p.Protocol != sp.Protocol {
 				continue
 			}
-			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
-				problems = append(problems, fmt.Sprintf("endpointslice %s port %q: invalid port; port skipped", slice.Name, name))
+			if p.Port <= 0 || p.Port > 65535 {
+				problems = append(problems, fmt.Sprintf("endpointslice %s port %q: invalid port; port skipped", slice.Name, p.Name))
 				continue
 			}
 			for i := range slice.Endpoints {
 				e := &slice.Endpoints[i]
-				if len(e.Addresses) == 0 {
+				if e.Address == "" {
 					continue
 				}
-				addr, ok := ParseAddr(e.Addresses[0])
+				addr, ok := ParseAddr(e.Address)
 				if !ok || !fam.Holds(addr) {
-					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not %s; endpoint skipped", slice.Name, e.Addresses[0], fam))
+					problems = append(problems, fmt.Sprintf("endpointslice %s: address %q is not %s; endpoint skipped", slice.Name, e.Address, fam))
 					continue
 				}
-				// A nil condition means "unknown" and is taken as true, as the API documents.
 				ep := &endpoint{
 					addr:        addr,
-					port:        uint16(*p.Port),
-					ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
-					serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
-					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
-					local:       e.NodeName != nil && *e.NodeName == nodeName,
+					port:        uint16(p.Port),
+					ready:       e.Ready,
+					serving:     e.Serving,
+					terminating: e.Terminating,
+					local:       e.NodeName != "" && e.NodeName == nodeName,
 				}
 				// The same address in several listings is one endpoint: one
 				// that is not terminating wins, as in kube-proxy v1.37
@@ -157,12 +147,7 @@ func endpointsFor(sp *v1.ServicePort, slices []*discovery.EndpointSlice, nodeNam
 				// keeps the last that is not terminating; we take them in
 				// name order and keep the first, so the result is stable.
 				if e.Hints != nil {
-					for _, z := range e.Hints.ForZones {
-						ep.zones = append(ep.zones, z.Name)
-					}
-					for _, n := range e.Hints.ForNodes {
-						ep.nodes = append(ep.nodes, n.Name)
-					}
+					ep.zones, ep.nodes = e.Hints.Zones, e.Hints.Nodes
 				}
 				id := netip.AddrPortFrom(addr, ep.port)
 				if had, seen := byID[id]; !seen || had.terminating && !ep.terminating {

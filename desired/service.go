@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
@@ -99,7 +98,7 @@ func (e SetEntry) String() string { return e.Set + " " + e.Entry.String() }
 // Compute is what svc needs in the kernel given its slices and
 // the node's addresses. The second result lists what was skipped and why
 // (bad input never stops the rest of the Service from being programmed).
-func Compute(svc *v1.Service, slices []*discovery.EndpointSlice, cfg *Config, node Node) (State, []string) {
+func Compute(svc *v1.Service, slices []*Slice, cfg *Config, node Node) (State, []string) {
 	var st State
 	if svc == nil || !programsClusterIP(svc) {
 		return st, nil

@@ -46,7 +46,7 @@ func syncWith(t *testing.T, k proxier.Kernel, ips ...string) {
 		ServeNoHealthChecks: true}, k, zap.NewNop(), healthz.New(time.Minute), metrics.New(), noEvents{})
 	svc := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	p.OnServiceAdd(svc)
-	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...))
+	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...)))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()

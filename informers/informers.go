@@ -61,11 +61,12 @@ type ServiceHandler interface {
 	OnServicesSynced()
 }
 
-// EndpointSliceHandler receives EndpointSlice events.
+// EndpointSliceHandler receives EndpointSlice events, the slices read
+// into what the proxier uses of them (desired.Slice).
 type EndpointSliceHandler interface {
-	OnEndpointSliceAdd(*discovery.EndpointSlice)
-	OnEndpointSliceUpdate(old, cur *discovery.EndpointSlice)
-	OnEndpointSliceDelete(*discovery.EndpointSlice)
+	OnEndpointSliceAdd(*desired.Slice)
+	OnEndpointSliceUpdate(old, cur *desired.Slice)
+	OnEndpointSliceDelete(*desired.Slice)
 	OnEndpointSlicesSynced()
 }
 
@@ -175,14 +176,12 @@ func sliceEvents(h EndpointSliceHandler) cache.ResourceEventHandler {
 // apply's managed fields, owner references and kubectl's copy of the last
 // applied object; a Service's labels (selected by the apiserver, read by
 // nobody here), its annotations but the scheduler's, its pod selector (the
-// EndpointSlice controller's input) and its status conditions; a slice's labels
-// but its Service's name, its annotations but the trigger time the network
-// programming latency is measured from, and each endpoint's reference to
-// its Pod, host name and zone (hints are what topology reads). A slice's
-// endpoints are moved to an array of their own length (the decoder's
-// appends leave up to half of it unused) and share their condition values
-// and node name: most of a slice's endpoints are ready, on a few nodes.
+// EndpointSlice controller's input) and its status conditions. A slice is
+// read into a desired.Slice, a third of its size.
 func Slim(obj any) (any, error) {
+	if s, ok := obj.(*discovery.EndpointSlice); ok {
+		return desired.SliceOf(s), nil
+	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 		m.SetOwnerReferences(nil)
@@ -190,39 +189,12 @@ func Slim(obj any) (any, error) {
 			delete(a, lastAppliedAnnotation)
 		}
 	}
-	switch o := obj.(type) {
-	case *v1.Service:
+	if o, ok := obj.(*v1.Service); ok {
 		o.Labels = nil
 		o.Annotations = only(o.Annotations, desired.SchedulerAnnotation)
 		o.Spec.Selector, o.Status.Conditions = nil, nil
-	case *discovery.EndpointSlice:
-		slimSlice(o)
 	}
 	return obj, nil
-}
-
-func slimSlice(s *discovery.EndpointSlice) {
-	s.GenerateName = ""
-	s.Labels = only(s.Labels, discovery.LabelServiceName)
-	s.Annotations = only(s.Annotations, v1.EndpointsLastChangeTriggerTime)
-	if cap(s.Endpoints) > len(s.Endpoints) {
-		s.Endpoints = append([]discovery.Endpoint(nil), s.Endpoints...)
-	}
-	var node *string
-	for i := range s.Endpoints {
-		e := &s.Endpoints[i]
-		e.TargetRef, e.DeprecatedTopology, e.Hostname, e.Zone = nil, nil, nil, nil
-		e.Conditions.Ready = shared(e.Conditions.Ready)
-		e.Conditions.Serving = shared(e.Conditions.Serving)
-		e.Conditions.Terminating = shared(e.Conditions.Terminating)
-		switch {
-		case e.NodeName == nil:
-		case node != nil && *node == *e.NodeName:
-			e.NodeName = node
-		default:
-			node = e.NodeName
-		}
-	}
 }
 
 // only returns m with just the given key, or nil if m lacks it.
@@ -235,20 +207,6 @@ func only(m map[string]string, key string) map[string]string {
 		return m
 	}
 	return map[string]string{key: v}
-}
-
-// The values slimmed conditions point to. Nothing writes through an
-// informer's objects: they are the cache's.
-var yes, no = true, false
-
-func shared(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &yes
-	}
-	return &no
 }
 
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"

@@ -10,10 +10,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
@@ -43,12 +43,12 @@ func (h *slowHandler) OnServiceAdd(s *v1.Service) {
 	}
 	h.add(&h.services)
 }
-func (h *slowHandler) OnServiceUpdate(_, _ *v1.Service)                    {}
-func (h *slowHandler) OnServiceDelete(*v1.Service)                         {}
-func (h *slowHandler) OnEndpointSliceAdd(*discovery.EndpointSlice)         { h.add(&h.slices) }
-func (h *slowHandler) OnEndpointSliceUpdate(_, _ *discovery.EndpointSlice) {}
-func (h *slowHandler) OnEndpointSliceDelete(*discovery.EndpointSlice)      {}
-func (h *slowHandler) OnNodeChange(*v1.Node)                               {}
+func (h *slowHandler) OnServiceUpdate(_, _ *v1.Service)          {}
+func (h *slowHandler) OnServiceDelete(*v1.Service)               {}
+func (h *slowHandler) OnEndpointSliceAdd(*desired.Slice)         { h.add(&h.slices) }
+func (h *slowHandler) OnEndpointSliceUpdate(_, _ *desired.Slice) {}
+func (h *slowHandler) OnEndpointSliceDelete(*desired.Slice)      {}
+func (h *slowHandler) OnNodeChange(*v1.Node)                     {}
 
 func (h *slowHandler) OnServicesSynced() {
 	h.mu.Lock()
@@ -133,15 +133,20 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 	slice := &discovery.EndpointSlice{ObjectMeta: meta(), Endpoints: []discovery.Endpoint{{
 		Addresses: []string{"10.244.0.5"}, NodeName: ptr.To("n1"),
 		TargetRef: &v1.ObjectReference{Kind: "Pod", Name: "web-1"}, DeprecatedTopology: map[string]string{"a": "b"}}}}
-	if _, err := Slim(slice); err != nil {
+	out, err := Slim(slice)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ep := slice.Endpoints[0]
-	if ep.TargetRef != nil || ep.DeprecatedTopology != nil || len(slice.Annotations) != 1 {
-		t.Errorf("slice kept what nothing reads: %+v", slice)
+	read, ok := out.(*desired.Slice)
+	if !ok {
+		t.Fatalf("a slice slimmed to a %T, want a *desired.Slice", out)
 	}
-	if slice.Annotations[v1.EndpointsLastChangeTriggerTime] == "" || ep.Addresses[0] != "10.244.0.5" || *ep.NodeName != "n1" || slice.Labels[discovery.LabelServiceName] != "web" {
-		t.Errorf("slice lost what the proxier reads: %+v", slice)
+	if read.TriggerTime.IsZero() || read.Endpoints[0].Address != "10.244.0.5" || read.Endpoints[0].NodeName != "n1" ||
+		read.Service != "web" || read.ResourceVersion != "7" {
+		t.Errorf("slice lost what the proxier reads: %+v", read)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(read); err != nil || key != "ns/web" {
+		t.Errorf("the cache keys the slice as %q (%v), want ns/web", key, err)
 	}
 }
 
@@ -157,18 +162,18 @@ func (h *namesHandler) OnServiceAdd(s *v1.Service) {
 	defer h.mu.Unlock()
 	h.services = append(h.services, s.Name)
 }
-func (h *namesHandler) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
+func (h *namesHandler) OnEndpointSliceAdd(s *desired.Slice) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.slices = append(h.slices, s.Name)
 }
-func (h *namesHandler) OnServiceUpdate(_, _ *v1.Service)                    {}
-func (h *namesHandler) OnServiceDelete(*v1.Service)                         {}
-func (h *namesHandler) OnEndpointSliceUpdate(_, _ *discovery.EndpointSlice) {}
-func (h *namesHandler) OnEndpointSliceDelete(*discovery.EndpointSlice)      {}
-func (h *namesHandler) OnNodeChange(*v1.Node)                               {}
-func (h *namesHandler) OnServicesSynced()                                   { h.synced <- struct{}{} }
-func (h *namesHandler) OnEndpointSlicesSynced()                             { h.synced <- struct{}{} }
+func (h *namesHandler) OnServiceUpdate(_, _ *v1.Service)          {}
+func (h *namesHandler) OnServiceDelete(*v1.Service)               {}
+func (h *namesHandler) OnEndpointSliceUpdate(_, _ *desired.Slice) {}
+func (h *namesHandler) OnEndpointSliceDelete(*desired.Slice)      {}
+func (h *namesHandler) OnNodeChange(*v1.Node)                     {}
+func (h *namesHandler) OnServicesSynced()                         { h.synced <- struct{}{} }
+func (h *namesHandler) OnEndpointSlicesSynced()                   { h.synced <- struct{}{} }
 
 // The informers filter as kube-proxy v1.37's do: Services on the proxy
 // name alone, slices on the headless label alone (v1.34 filtered both on
@@ -207,48 +212,5 @@ func TestInformersFilterAsKubeProxy137(t *testing.T) {
 	}
 	if want := []string{"other-proxy", "plain"}; !slices.Equal(h.slices, want) {
 		t.Errorf("slices %v, want %v", h.slices, want)
-	}
-}
-
-// TestSlimShrinksSlices: a slice decoded from protobuf, as the informer
-// gets it, keeps its endpoints in an array of their own length, and
-// endpoints on one node share their node's name and condition values.
-func TestSlimShrinksSlices(t *testing.T) {
-	in := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1"}}
-	for i := range 10 {
-		node := "n1"
-		if i >= 8 {
-			node = "n2"
-		}
-		in.Endpoints = append(in.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.244.0.%d", i)}, NodeName: ptr.To(node),
-			Conditions: discovery.EndpointConditions{Ready: ptr.To(i != 3), Serving: ptr.To(true), Terminating: ptr.To(false)}})
-	}
-	raw, err := in.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slice := &discovery.EndpointSlice{}
-	if err := slice.Unmarshal(raw); err != nil {
-		t.Fatal(err)
-	}
-	if cap(slice.Endpoints) == len(slice.Endpoints) {
-		t.Fatalf("the decoder left no spare capacity (%d): the test's premise", cap(slice.Endpoints))
-	}
-	if _, err := Slim(slice); err != nil {
-		t.Fatal(err)
-	}
-	if !equality.Semantic.DeepEqual(slice.Endpoints, in.Endpoints) {
-		t.Fatalf("endpoints changed:\n%+v\nwant\n%+v", slice.Endpoints, in.Endpoints)
-	}
-	if cap(slice.Endpoints) != len(slice.Endpoints) {
-		t.Errorf("%d endpoints in an array of %d", len(slice.Endpoints), cap(slice.Endpoints))
-	}
-	eps := slice.Endpoints
-	if eps[0].NodeName != eps[7].NodeName || eps[8].NodeName != eps[9].NodeName || eps[7].NodeName == eps[8].NodeName {
-		t.Error("endpoints on one node do not share its name, or on two nodes do")
-	}
-	if eps[0].Conditions.Ready != eps[9].Conditions.Ready || eps[0].Conditions.Serving != eps[0].Conditions.Ready ||
-		eps[0].Conditions.Terminating != eps[3].Conditions.Ready {
-		t.Error("condition values not shared")
 	}
 }

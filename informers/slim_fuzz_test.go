@@ -2,23 +2,27 @@ package informers
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
 
 // FuzzSlim decodes any JSON as a Service, an EndpointSlice, a Node or a
 // tombstone, as the apiserver might send it, and checks the informers'
-// transform on it: no panic or error; the same object back; the
-// bookkeeping gone; everything the proxier reads (spec, status, name and
-// UID, the scheduler annotation, the slice's Service name, ports and
-// endpoints' addresses, conditions, node and hints) unchanged; and a
-// second pass a no-op.
+// transform on it: no panic or error; the same object back, or for a
+// slice a desired.Slice; the bookkeeping gone; everything the proxier
+// reads (spec, status, name and UID, the scheduler annotation, the
+// slice's Service name, ports and endpoints' addresses, conditions, node
+// and hints) unchanged, or read as the API documents it; and a second
+// pass a no-op.
 func FuzzSlim(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"metadata":{"name":"web","namespace":"ns","managedFields":[{"manager":"kubectl"}],`+
 		`"ownerReferences":[{"kind":"X","name":"y"}],"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}","a":"b"}},`+
@@ -59,6 +63,10 @@ func FuzzSlim(f *testing.F) {
 			}
 			return
 		}
+		if b, ok := before.(*discovery.EndpointSlice); ok {
+			read(t, b, out)
+			return
+		}
 		if out != obj {
 			t.Fatalf("Slim returned another object")
 		}
@@ -87,25 +95,6 @@ func kept(t *testing.T, before, after any) {
 			t.Fatalf("the scheduler annotation lost: %v", a.Annotations)
 		}
 		bookkeeping(t, a.ManagedFields == nil, a.OwnerReferences == nil, a.Labels == nil, len(a.Annotations) <= 1)
-	case *discovery.EndpointSlice:
-		a := after.(*discovery.EndpointSlice)
-		if a.Name != b.Name || a.Namespace != b.Namespace || a.Labels[discovery.LabelServiceName] != b.Labels[discovery.LabelServiceName] ||
-			len(a.Labels) > 1 || a.AddressType != b.AddressType ||
-			!same(a.Ports, b.Ports) || len(a.Endpoints) != len(b.Endpoints) ||
-			a.Annotations[v1.EndpointsLastChangeTriggerTime] != b.Annotations[v1.EndpointsLastChangeTriggerTime] {
-			t.Fatalf("slice changed:\n%+v\n%+v", b, a)
-		}
-		for i, e := range b.Endpoints {
-			e.TargetRef, e.DeprecatedTopology, e.Hostname, e.Zone = nil, nil, nil, nil
-			if !same(a.Endpoints[i], e) {
-				t.Fatalf("endpoint %d changed:\n%+v\n%+v", i, e, a.Endpoints[i])
-			}
-		}
-		_, trigger := b.Annotations[v1.EndpointsLastChangeTriggerTime]
-		if len(a.Annotations) > 1 || len(a.Annotations) == 1 && !trigger {
-			t.Fatalf("slice kept annotations %v", a.Annotations)
-		}
-		bookkeeping(t, a.ManagedFields == nil, a.OwnerReferences == nil, true)
 	case *v1.Node:
 		a := after.(*v1.Node)
 		if !same(a.Spec, b.Spec) || !same(a.Status, b.Status) || a.Name != b.Name || !same(a.Labels, b.Labels) ||
@@ -113,6 +102,54 @@ func kept(t *testing.T, before, after any) {
 			t.Fatalf("node changed:\n%+v\n%+v", b, a)
 		}
 		bookkeeping(t, a.ManagedFields == nil, a.OwnerReferences == nil, a.Annotations[lastAppliedAnnotation] == "")
+	}
+}
+
+// read checks that out is b as the proxier reads it.
+func read(t *testing.T, b *discovery.EndpointSlice, out any) {
+	t.Helper()
+	a, ok := out.(*desired.Slice)
+	if !ok {
+		t.Fatalf("a slice slimmed to a %T", out)
+	}
+	trigger, err := time.Parse(time.RFC3339Nano, b.Annotations[v1.EndpointsLastChangeTriggerTime])
+	if err != nil {
+		trigger = time.Time{}
+	}
+	if a.Name != b.Name || a.Namespace != b.Namespace || a.ResourceVersion != b.ResourceVersion ||
+		a.Service != b.Labels[discovery.LabelServiceName] || a.AddressType != b.AddressType ||
+		!a.TriggerTime.Equal(trigger) || len(a.Ports) != len(b.Ports) || len(a.Endpoints) != len(b.Endpoints) {
+		t.Fatalf("slice read wrong:\n%+v\n%+v", b, a)
+	}
+	for i, p := range b.Ports {
+		want := desired.SlicePort{Name: ptr.Deref(p.Name, ""), Protocol: ptr.Deref(p.Protocol, v1.ProtocolTCP), Port: ptr.Deref(p.Port, 0)}
+		if a.Ports[i] != want {
+			t.Fatalf("port %d read as %+v, want %+v", i, a.Ports[i], want)
+		}
+	}
+	for i, e := range b.Endpoints {
+		got := a.Endpoints[i]
+		if len(e.Addresses) > 0 && got.Address != e.Addresses[0] || len(e.Addresses) == 0 && got.Address != "" ||
+			got.NodeName != ptr.Deref(e.NodeName, "") || got.Ready != ptr.Deref(e.Conditions.Ready, true) ||
+			got.Serving != ptr.Deref(e.Conditions.Serving, true) || got.Terminating != ptr.Deref(e.Conditions.Terminating, false) {
+			t.Fatalf("endpoint %d read wrong:\n%+v\n%+v", i, e, got)
+		}
+		var zones, nodes []string
+		if e.Hints != nil {
+			for _, z := range e.Hints.ForZones {
+				zones = append(zones, z.Name)
+			}
+			for _, n := range e.Hints.ForNodes {
+				nodes = append(nodes, n.Name)
+			}
+		}
+		if got.Hints == nil && (zones != nil || nodes != nil) ||
+			got.Hints != nil && (!slices.Equal(got.Hints.Zones, zones) || !slices.Equal(got.Hints.Nodes, nodes) || zones == nil && nodes == nil) {
+			t.Fatalf("endpoint %d hints read as %+v from %+v", i, got.Hints, e.Hints)
+		}
+	}
+	if again, err := Slim(a); err != nil || again != a {
+		t.Fatalf("a second pass gave %v, %v", again, err)
 	}
 }
 

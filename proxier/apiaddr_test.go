@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
@@ -41,7 +42,7 @@ func TestLegacyAddressesProgramLikeCanonicalOnes(t *testing.T) {
 		p, k, ipt, ev := newTestProxier(t)
 		s, sl := legacyService(form)
 		p.OnServiceAdd(s)
-		p.OnEndpointSliceAdd(sl)
+		p.OnEndpointSliceAdd(desired.SliceOf(sl))
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()
 		p.SyncNow()

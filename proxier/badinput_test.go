@@ -32,15 +32,15 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 	for _, s := range []*v1.Service{web, bad} {
 		p.OnServiceAdd(s)
 	}
-	p.OnEndpointSliceAdd(sl)
-	p.changeTracker.slices[testobj.Name("bad")] = []*discovery.EndpointSlice{nil}
+	p.OnEndpointSliceAdd(desired.SliceOf(sl))
+	p.changeTracker.slices[testobj.Name("bad")] = []*desired.Slice{nil}
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Fatal("desired.Compute no longer panics on a nil slice: pick another panicking input for this test")
 			}
 		}()
-		desired.Compute(bad, []*discovery.EndpointSlice{nil}, &p.cfg.Desired, desired.Node{})
+		desired.Compute(bad, []*desired.Slice{nil}, &p.cfg.Desired, desired.Node{})
 	}()
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()

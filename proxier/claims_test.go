@@ -103,10 +103,10 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 		s.Spec.ExternalIPs = []string{"203.0.113.7"}
 	}
 	p.OnServiceAdd(young)
-	p.OnEndpointSliceAdd(youngEPs)
+	p.OnEndpointSliceAdd(desired.SliceOf(youngEPs))
 	p.SyncNow()
 	p.OnServiceAdd(old)
-	p.OnEndpointSliceAdd(oldEPs)
+	p.OnEndpointSliceAdd(desired.SliceOf(oldEPs))
 	p.SyncNow()
 	dump := k.IPVS.Dump()
 	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.2:6443 -w 1") || strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
@@ -114,7 +114,7 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 	}
 
 	p.OnServiceDelete(old)
-	p.OnEndpointSliceDelete(oldEPs)
+	p.OnEndpointSliceDelete(desired.SliceOf(oldEPs))
 	p.SyncNow()
 	dump = k.IPVS.Dump()
 	if !strings.Contains(dump, "-a 203.0.113.7:443/TCP -r 10.244.0.3:6443 -w 1") {
@@ -185,7 +185,7 @@ func TestExternalIPOnAnotherClusterIPGetsNoPort(t *testing.T) {
 	}
 
 	p.OnServiceDelete(dns)
-	p.OnEndpointSliceDelete(dnsEPs)
+	p.OnEndpointSliceDelete(desired.SliceOf(dnsEPs))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-a 10.96.0.10:853/TCP -r 10.244.0.66:6443 -w 1") {
 		t.Fatalf("the external IP did not get its port once the cluster IP was gone:\n%s", d)
@@ -225,7 +225,7 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 		}
 		return out
 	}
-	changes := p.changes([]serviceInput{{name: types.NamespacedName{Namespace: "aaa", Name: "a"}, service: a, slices: []*discovery.EndpointSlice{aEPs}}}, more)
+	changes := p.changes([]serviceInput{{name: types.NamespacedName{Namespace: "aaa", Name: "a"}, service: a, slices: []*desired.Slice{desired.SliceOf(aEPs)}}}, more)
 	cName := types.NamespacedName{Namespace: "ccc", Name: "c"}
 	i := slices.IndexFunc(changes, func(ch reconciler.Change) bool { return ch.Name == cName })
 	if i < 0 {
@@ -245,5 +245,5 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 // addService hands the proxier a Service and its slice, as the informers do.
 func addService(p *Proxier, s *v1.Service, sl *discovery.EndpointSlice) {
 	p.OnServiceAdd(s)
-	p.OnEndpointSliceAdd(sl)
+	p.OnEndpointSliceAdd(desired.SliceOf(sl))
 }

@@ -46,7 +46,7 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 	web.Name = "web"
 
 	feed.OnServiceAdd(api)
-	feed.OnEndpointSliceAdd(eps("10.0.2.100"))
+	feed.OnEndpointSliceAdd(desired.SliceOf(eps("10.0.2.100")))
 	p.OnServiceAdd(web) // the cluster-wide list is under way
 	p.SyncNow()
 	if k.IPVS.Dump() != "" {
@@ -66,7 +66,7 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 		t.Fatal("the masquerade glue is not in place for the critical Service")
 	}
 
-	feed.OnEndpointSliceUpdate(eps("10.0.2.100"), eps("10.0.2.100", "10.0.2.101"))
+	feed.OnEndpointSliceUpdate(desired.SliceOf(eps("10.0.2.100")), desired.SliceOf(eps("10.0.2.100", "10.0.2.101")))
 	p.SyncNow()
 	if !strings.Contains(k.IPVS.Dump(), "-r 10.0.2.101:6443") {
 		t.Fatalf("an endpoint added before the caches synced was not programmed:\n%s", k.IPVS.Dump())
@@ -75,7 +75,7 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 	// The caches sync with the same objects.
 	k.Ops()
 	p.OnServiceAdd(api)
-	p.OnEndpointSliceAdd(eps("10.0.2.100", "10.0.2.101"))
+	p.OnEndpointSliceAdd(desired.SliceOf(eps("10.0.2.100", "10.0.2.101")))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()

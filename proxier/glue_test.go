@@ -63,7 +63,7 @@ func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
 	if saved, _ := ipt.Save(); strings.Contains(string(saved), rule) {
 		t.Fatal("hairpin rule without a local endpoint")
 	}
-	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"}))
+	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"})))
 	p.SyncNow()
 	if !w.sawAddedRS || !w.hadRule {
 		t.Errorf("real server added %v, with the hairpin rule already in place %v", w.sawAddedRS, w.hadRule)
@@ -83,7 +83,7 @@ func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
 	s.Spec.Type, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"203.0.113.0/24"}
 	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip.IP.String()}}
 	p.OnServiceAdd(s)
-	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"}))
+	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"})))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -108,8 +108,8 @@ func TestHealthCheckPortTakenIsReportedAndRetriedSoon(t *testing.T) {
 	lb.Spec.Type, lb.Spec.ExternalTrafficPolicy = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal
 	lb.Spec.HealthCheckNodePort = int32(port)
 	p.OnServiceAdd(lb)
-	p.OnEndpointSliceAdd(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)},
-		testobj.EP{IP: "10.244.0.5", Node: "me"}))
+	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)},
+		testobj.EP{IP: "10.244.0.5", Node: "me"})))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()

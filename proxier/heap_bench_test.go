@@ -66,7 +66,7 @@ func BenchmarkHeapByOwner(b *testing.B) {
 			p.OnServiceAdd(o.(*v1.Service))
 		}
 		for _, o := range eps.List() {
-			p.OnEndpointSliceAdd(o.(*discovery.EndpointSlice))
+			p.OnEndpointSliceAdd(o.(*desired.Slice))
 		}
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()

@@ -76,7 +76,7 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 
 	s := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	s.Labels[discovery.LabelServiceName] = "web"
-	p.OnEndpointSliceAdd(s)
+	p.OnEndpointSliceAdd(desired.SliceOf(s))
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k, "add-rs 10.96.0.10:80/TCP 10.244.0.1:8080")
 	if len(ipt.Payloads) != 1 {
@@ -86,7 +86,7 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	// An update that changes nothing the proxier uses is not even queued.
 	same := s.DeepCopy()
 	same.ResourceVersion = "2"
-	p.OnEndpointSliceUpdate(s, same)
+	p.OnEndpointSliceUpdate(desired.SliceOf(s), desired.SliceOf(same))
 	if svcs, eps := p.pendingCounts(); svcs+eps != 0 {
 		t.Fatalf("no-op update queued %d+%d changes", svcs, eps)
 	}
@@ -275,7 +275,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	eps := testobj.Slice("kubernetes", []discovery.EndpointPort{testobj.SlicePort("https", v1.ProtocolTCP, 6443)}, testobj.EP{IP: "10.0.0.1"})
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
-	st, _ := desired.Compute(api, []*discovery.EndpointSlice{eps}, &p.cfg.Desired, desired.Node{})
+	st, _ := desired.Compute(api, []*desired.Slice{desired.SliceOf(eps)}, &p.cfg.Desired, desired.Node{})
 	_ = k.Links.EnsureLink()
 	for _, err := range k.Links.AddAddresses(st.Addresses) {
 		if err != nil {
@@ -294,7 +294,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 
 	p.OnServiceAdd(web)
 	p.OnServiceAdd(api)
-	p.OnEndpointSliceAdd(eps)
+	p.OnEndpointSliceAdd(desired.SliceOf(eps))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
@@ -28,7 +29,7 @@ func addWeb(p *Proxier, name, vip string, ips ...string) {
 	es := testobj.Slice(name+"-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...)
 	es.Labels[discovery.LabelServiceName] = name
 	p.OnServiceAdd(service)
-	p.OnEndpointSliceAdd(es)
+	p.OnEndpointSliceAdd(desired.SliceOf(es))
 	p.SyncNow()
 }
 

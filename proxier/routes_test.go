@@ -41,7 +41,7 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 	sl := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	sl.Labels[discovery.LabelServiceName] = "web"
 	p.OnServiceAdd(web)
-	p.OnEndpointSliceAdd(sl)
+	p.OnEndpointSliceAdd(desired.SliceOf(sl))
 	p.OnServiceCIDRs([]string{"10.96.0.0/12", "fd00:96::/108"})
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -81,7 +81,7 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 	_ = k2.Links.SetLocalRoutes([]netip.Prefix{cidr})
 	_ = k2.Links.AddAddress(netip.MustParseAddr("192.0.2.10"))
 	back.OnServiceAdd(web)
-	back.OnEndpointSliceAdd(sl)
+	back.OnEndpointSliceAdd(desired.SliceOf(sl))
 	back.OnServicesSynced()
 	back.OnEndpointSlicesSynced()
 	back.SyncNow()

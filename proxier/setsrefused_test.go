@@ -27,7 +27,7 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 	local := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1", Node: "me"})
 	local.Labels[discovery.LabelServiceName] = "web"
 	p.OnServiceAdd(web)
-	p.OnEndpointSliceAdd(local)
+	p.OnEndpointSliceAdd(desired.SliceOf(local))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/oplog"
@@ -38,7 +39,7 @@ func twoWebServices(p *Proxier) {
 		es := testobj.Slice(s.name+"-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, s.eps...)
 		es.Labels[discovery.LabelServiceName] = s.name
 		p.OnServiceAdd(service)
-		p.OnEndpointSliceAdd(es)
+		p.OnEndpointSliceAdd(desired.SliceOf(es))
 	}
 	p.SyncNow()
 }

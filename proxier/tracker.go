@@ -7,19 +7,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 )
-
-// serviceNameLabel links an EndpointSlice to its Service.
-const serviceNameLabel = discovery.LabelServiceName
-
-// triggerTimeAnnotation is when the endpoints controller saw the change that
-// produced a slice; network programming latency is measured from it.
-const triggerTimeAnnotation = v1.EndpointsLastChangeTriggerTime
 
 // changeTracker holds the latest Service and EndpointSlice objects, indexed by
 // Service, and the set of Services changed since the last sync. Many updates
@@ -30,7 +22,7 @@ type changeTracker struct {
 	services map[types.NamespacedName]*v1.Service
 	// slices holds each Service's slices sorted by name: most Services
 	// have one, for which a map would cost ~0.4 KB (17 MB at 50k).
-	slices  map[types.NamespacedName][]*discovery.EndpointSlice
+	slices  map[types.NamespacedName][]*desired.Slice
 	pending map[types.NamespacedName]*pendingChange
 	// Edits queued in pending, kept as running sums because metrics read
 	// them on every informer event.
@@ -58,7 +50,7 @@ type trigger struct {
 func newChangeTracker(onChange func()) *changeTracker {
 	return &changeTracker{
 		services: map[types.NamespacedName]*v1.Service{},
-		slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
+		slices:   map[types.NamespacedName][]*desired.Slice{},
 		pending:  map[types.NamespacedName]*pendingChange{},
 		onChange: onChange,
 	}
@@ -125,25 +117,22 @@ func (t *changeTracker) OnServicesSynced() {
 	t.notify()
 }
 
-func sliceOwner(s *discovery.EndpointSlice) (types.NamespacedName, bool) {
-	svc := s.Labels[serviceNameLabel]
-	return types.NamespacedName{Namespace: s.Namespace, Name: svc}, svc != ""
+func sliceOwner(s *desired.Slice) (types.NamespacedName, bool) {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Service}, s.Service != ""
 }
 
-func sliceChanged(old, cur *discovery.EndpointSlice) bool {
+func sliceChanged(old, cur *desired.Slice) bool {
 	if old == nil || cur == nil {
 		return old != cur
 	}
-	return old.AddressType != cur.AddressType ||
-		!equality.Semantic.DeepEqual(old.Endpoints, cur.Endpoints) ||
-		!equality.Semantic.DeepEqual(old.Ports, cur.Ports)
+	return !old.SameEndpoints(cur)
 }
 
-func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice *discovery.EndpointSlice) {
+func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice *desired.Slice) {
 	t.mu.Lock()
 	list := t.slices[owner]
-	i, found := slices.BinarySearchFunc(list, name, func(s *discovery.EndpointSlice, name string) int { return strings.Compare(s.Name, name) })
-	var old *discovery.EndpointSlice
+	i, found := slices.BinarySearchFunc(list, name, func(s *desired.Slice, name string) int { return strings.Compare(s.Name, name) })
+	var old *desired.Slice
 	switch {
 	case found && slice == nil:
 		old = list[i]
@@ -164,8 +153,8 @@ func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice 
 		t.pendingSliceEdits++
 		if slice != nil {
 			fam, ok := desired.SliceFamily(slice.AddressType)
-			if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[triggerTimeAnnotation]); ok && err == nil {
-				p.triggers = append(p.triggers, trigger{ts, fam})
+			if ok && !slice.TriggerTime.IsZero() {
+				p.triggers = append(p.triggers, trigger{slice.TriggerTime, fam})
 			}
 		}
 	}
@@ -175,14 +164,14 @@ func (t *changeTracker) setSlice(name string, owner types.NamespacedName, slice 
 	}
 }
 
-func (t *changeTracker) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
+func (t *changeTracker) OnEndpointSliceAdd(s *desired.Slice) {
 	if owner, ok := sliceOwner(s); ok {
 		t.setSlice(s.Name, owner, s)
 	}
 }
 
 // OnEndpointSliceUpdate handles a slice whose owner label changed as a move.
-func (t *changeTracker) OnEndpointSliceUpdate(old, cur *discovery.EndpointSlice) {
+func (t *changeTracker) OnEndpointSliceUpdate(old, cur *desired.Slice) {
 	if oldOwner, ok := sliceOwner(old); ok {
 		if curOwner, _ := sliceOwner(cur); curOwner != oldOwner {
 			t.setSlice(old.Name, oldOwner, nil)
@@ -191,7 +180,7 @@ func (t *changeTracker) OnEndpointSliceUpdate(old, cur *discovery.EndpointSlice)
 	t.OnEndpointSliceAdd(cur)
 }
 
-func (t *changeTracker) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
+func (t *changeTracker) OnEndpointSliceDelete(s *desired.Slice) {
 	if owner, ok := sliceOwner(s); ok {
 		t.setSlice(s.Name, owner, nil)
 	}
@@ -215,7 +204,7 @@ func (t *changeTracker) synced() bool {
 type serviceInput struct {
 	name    types.NamespacedName
 	service *v1.Service
-	slices  []*discovery.EndpointSlice
+	slices  []*desired.Slice
 	change  *pendingChange // nil when the Service did not change
 }
 

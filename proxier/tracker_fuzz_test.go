@@ -10,6 +10,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
@@ -23,7 +24,7 @@ func renderInput(in serviceInput) string {
 		b.WriteString("-")
 	}
 	for _, s := range in.slices {
-		fmt.Fprintf(&b, " %s=%s", s.Name, s.Endpoints[0].Addresses[0])
+		fmt.Fprintf(&b, " %s=%s", s.Name, s.Endpoints[0].Address)
 	}
 	return b.String()
 }
@@ -41,17 +42,17 @@ func FuzzChangeTracker(f *testing.F) {
 		names := []string{"a", "b", "c"}
 		tr := newChangeTracker(nil)
 		services := map[string]*v1.Service{}
-		sl := map[string]*discovery.EndpointSlice{} // by slice name
+		sl := map[string]*desired.Slice{} // by slice name
 		seen := map[types.NamespacedName]string{}
 		newService := func(n string, v int) *v1.Service {
 			s := testobj.Service(fmt.Sprintf("10.96.0.%d", v), testobj.Port("", v1.ProtocolTCP, 80))
 			s.Name = n
 			return s
 		}
-		newSlice := func(n, owner string, v int) *discovery.EndpointSlice {
+		newSlice := func(n, owner string, v int) *desired.Slice {
 			s := testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: fmt.Sprintf("10.244.0.%d", v)})
 			s.Labels[discovery.LabelServiceName] = owner
-			return s
+			return desired.SliceOf(s)
 		}
 		take := func(all bool) {
 			for _, in := range tr.take(all) {
@@ -108,11 +109,11 @@ func FuzzChangeTracker(f *testing.F) {
 			name := types.NamespacedName{Namespace: "ns", Name: n}
 			want := serviceInput{name: name, service: services[n]}
 			for _, s := range sl {
-				if s.Labels[discovery.LabelServiceName] == n {
+				if s.Service == n {
 					want.slices = append(want.slices, s)
 				}
 			}
-			slices.SortFunc(want.slices, func(a, b *discovery.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+			slices.SortFunc(want.slices, func(a, b *desired.Slice) int { return strings.Compare(a.Name, b.Name) })
 			w := renderInput(want)
 			if got, ok := seen[name]; (ok || w != "-") && got != w {
 				t.Fatalf("%s: last taken as %q, now %q: a change was lost", n, got, w)

@@ -21,7 +21,7 @@ func TestTrackerCoalescesChangesPerService(t *testing.T) {
 	b.Spec.Ports[0].Port = 81
 	tr.OnServiceUpdate(a, b)
 	s := testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
-	tr.OnEndpointSliceAdd(s)
+	tr.OnEndpointSliceAdd(desired.SliceOf(s))
 
 	ins := tr.take(false)
 	if len(ins) != 1 || ins[0].service.Spec.Ports[0].Port != 81 || len(ins[0].slices) != 1 {
@@ -41,11 +41,11 @@ func TestTrackerCoalescesChangesPerService(t *testing.T) {
 func TestTrackerMovesRelabelledSlice(t *testing.T) {
 	tr := newChangeTracker(nil)
 	s := testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
-	tr.OnEndpointSliceAdd(s)
+	tr.OnEndpointSliceAdd(desired.SliceOf(s))
 	tr.take(false)
 	moved := s.DeepCopy()
 	moved.Labels[discovery.LabelServiceName] = "other"
-	tr.OnEndpointSliceUpdate(s, moved)
+	tr.OnEndpointSliceUpdate(desired.SliceOf(s), desired.SliceOf(moved))
 	ins := tr.take(false)
 	if len(ins) != 2 {
 		t.Fatalf("both the old and the new owner changed, got %d inputs", len(ins))
@@ -61,7 +61,7 @@ func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
 	tr := newChangeTracker(nil)
 	tr.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
 	for _, n := range []string{"s-b", "s-a", "s-c"} {
-		tr.OnEndpointSliceAdd(testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"}))
+		tr.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})))
 	}
 	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
