@@ -16,6 +16,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/realset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/rsstatus"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/reconciler/serviceview"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/status"
 )
 
@@ -68,7 +69,7 @@ type Reconciler struct {
 	// reading plans the drift checks' reads.
 	reading readPlan
 	// programmed is when each Service was last fully programmed.
-	programmed programmedTimes
+	programmed *serviceview.Programmed
 
 	// writesFirst gives a sync's writes priority over a drift check's
 	// per-virtual-server requests: apply holds it while it writes, and the
@@ -224,7 +225,7 @@ func New(k Kernel, o Options) *Reconciler {
 		setUse:     setUse{entries: map[string]int{}, wanted: map[string]int{}, capacity: map[string]int{}},
 		draining:   drainState{reals: map[ipvs.Key]map[netip.AddrPort]bool{}, servers: map[ipvs.Key]bool{}},
 		now:        now,
-		programmed: programmedTimes{at: map[types.NamespacedName]time.Time{}, pending: map[types.NamespacedName]bool{}},
+		programmed: serviceview.NewProgrammed(),
 
 		reading: readPlan{adoptSlice: cmp.Or(o.AdoptSlice, 250), dumpsMax: cmp.Or(o.DumpsMax, realServerDumpsMax), seed: maphash.MakeSeed()},
 	}
@@ -364,7 +365,7 @@ func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 	} else {
 		r.byService[name] = st
 	}
-	r.programmed.changed(name, gone)
+	r.programmed.Changed(name, gone)
 }
 
 // retryRealServersNow makes virtual server k's failed real servers due.

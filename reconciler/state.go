@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"net/netip"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -20,7 +19,7 @@ func (r *Reconciler) State(names ...types.NamespacedName) view.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return serviceview.State(serviceview.Services{
-		Wanted: r.byService, Programmed: r.programmed.at, Belief: belief{r}, Failed: r.failedLocked(),
+		Wanted: r.byService, Programmed: r.programmed.At(), Belief: belief{r}, Failed: r.failedLocked(),
 	}, names)
 }
 
@@ -43,40 +42,9 @@ func (b belief) Entry(e desired.SetEntry) bool {
 	return held
 }
 
-// programmedTimes records when each Service was last fully programmed.
-type programmedTimes struct {
-	at map[types.NamespacedName]time.Time
-	// pending are the Services recorded since they were last as wanted.
-	pending map[types.NamespacedName]bool
-}
-
-// changed records that a Service's wants changed: it is pending until a
-// sync leaves none of its objects dirty.
-func (p *programmedTimes) changed(name types.NamespacedName, gone bool) {
-	if gone {
-		delete(p.at, name)
-		delete(p.pending, name)
-		return
-	}
-	p.pending[name] = true
-}
-
-// settle stamps the pending Services whose objects are all clean: written,
-// or as wanted already.
+// settleProgrammed stamps the Services whose objects are all clean.
 func (r *Reconciler) settleProgrammed() {
-	now := r.now()
-	held := len(r.programmed.pending)
-	for name := range r.programmed.pending {
-		if r.clean(r.byService[name]) {
-			r.programmed.at[name] = now
-			delete(r.programmed.pending, name)
-		}
-	}
-	if len(r.programmed.pending) == 0 && held > 1024 {
-		// A map keeps the size it once had: a cold start's held every
-		// Service (4.7 MB at 50k).
-		r.programmed.pending = map[types.NamespacedName]bool{}
-	}
+	r.programmed.Settle(r.now(), func(name types.NamespacedName) bool { return r.clean(r.byService[name]) })
 }
 
 // clean says whether none of st's objects is dirty.
