@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -148,6 +149,11 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 	if key, err := cache.MetaNamespaceKeyFunc(read); err != nil || key != "ns/web" {
 		t.Errorf("the cache keys the slice as %q (%v), want ns/web", key, err)
 	}
+	// The informer tells an update from a resync by the resource version
+	// (after its first resync check, which no test waits for).
+	if m, err := apimeta.Accessor(read); err != nil || m.GetResourceVersion() != "7" {
+		t.Errorf("the informer reads the slice's resource version as %v (%v), want 7", m, err)
+	}
 }
 
 // namesHandler records the names of the Services and slices it is given.
@@ -213,4 +219,59 @@ func TestInformersFilterAsKubeProxy137(t *testing.T) {
 	if want := []string{"other-proxy", "plain"}; !slices.Equal(h.slices, want) {
 		t.Errorf("slices %v, want %v", h.slices, want)
 	}
+}
+
+// sliceRecorder records the slice events it is given, as "add ns/name
+// address", "update ...", "delete ...".
+type sliceRecorder struct {
+	namesHandler
+	events chan string
+}
+
+func (h *sliceRecorder) OnEndpointSliceAdd(s *desired.Slice) { h.events <- "add " + describe(s) }
+func (h *sliceRecorder) OnEndpointSliceUpdate(old, cur *desired.Slice) {
+	h.events <- "update " + describe(old) + " to " + describe(cur)
+}
+func (h *sliceRecorder) OnEndpointSliceDelete(s *desired.Slice) { h.events <- "delete " + describe(s) }
+
+func describe(s *desired.Slice) string {
+	out := s.Namespace + "/" + s.Name
+	for _, e := range s.Endpoints {
+		out += " " + e.Address
+	}
+	return out
+}
+
+// The cache holds a slice as a desired.Slice: its add, update and delete
+// reach the handler as desired.Slices, the update with the one it replaced.
+func TestSliceEventsThroughTheCache(t *testing.T) {
+	slice := func(rv, addr string) *discovery.EndpointSlice {
+		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", ResourceVersion: rv,
+			Labels: map[string]string{discovery.LabelServiceName: "web"}}, AddressType: discovery.AddressTypeIPv4,
+			Endpoints: []discovery.Endpoint{{Addresses: []string{addr}}}}
+	}
+	client := fake.NewSimpleClientset(slice("1", "10.244.0.1")) //nolint:staticcheck
+	h := &sliceRecorder{namesHandler: namesHandler{synced: make(chan struct{}, 2)}, events: make(chan string, 10)}
+	startSynced(t, client, h, h, h, h.synced)
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-h.events:
+			if got != want {
+				t.Fatalf("event %q, want %q", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event, want %q", want)
+		}
+	}
+	next("add ns/web-1 10.244.0.1")
+	ctx := context.Background()
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(ctx, slice("2", "10.244.0.2"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next("update ns/web-1 10.244.0.1 to ns/web-1 10.244.0.2")
+	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next("delete ns/web-1 10.244.0.2")
 }
