@@ -44,7 +44,9 @@ func TestExecKillsAHungRunAndItsChildAtTheDeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "child")
 			bin := fakeBinary(t, fmt.Sprintf("sleep 60 &\necho $! >%s\nwait\n", pidFile))
-			e := Exec{IPTablesRestore: bin, IPTablesSave: bin, Deadline: 200 * time.Millisecond}
+			// The deadline leaves a loaded machine time to start the
+			// script and its child (200 ms did not, under a VM's load).
+			e := Exec{IPTablesRestore: bin, IPTablesSave: bin, Deadline: 2 * time.Second}
 			errc := make(chan error, 1)
 			go func() { errc <- tc.run(e) }()
 			var err error
