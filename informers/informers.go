@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
@@ -176,8 +177,9 @@ func sliceEvents(h EndpointSliceHandler) cache.ResourceEventHandler {
 // apply's managed fields, owner references and kubectl's copy of the last
 // applied object; a Service's labels (selected by the apiserver, read by
 // nobody here), its annotations but the scheduler's, its pod selector (the
-// EndpointSlice controller's input) and its status conditions. A slice is
-// read into a desired.Slice, a third of its size.
+// EndpointSlice controller's input), its status conditions and what
+// slimService names. A slice is read into a desired.Slice, a third of its
+// size.
 func Slim(obj any) (any, error) {
 	if s, ok := obj.(*discovery.EndpointSlice); ok {
 		return desired.SliceOf(s), nil
@@ -190,12 +192,55 @@ func Slim(obj any) (any, error) {
 		}
 	}
 	if o, ok := obj.(*v1.Service); ok {
-		o.Labels = nil
-		o.Annotations = only(o.Annotations, desired.SchedulerAnnotation)
-		o.Spec.Selector, o.Status.Conditions = nil, nil
+		slimService(o)
 	}
 	return obj, nil
 }
+
+// slimService drops from a Service what nothing here reads (the ports'
+// targets and app protocols: IPVS forwards to the endpoints' ports; the
+// family fields: the cluster IPs say the families) and points its
+// enumerated strings at the API's constants instead of a copy each.
+func slimService(o *v1.Service) {
+	o.Labels = nil
+	o.Annotations = only(o.Annotations, desired.SchedulerAnnotation)
+	sp := &o.Spec
+	sp.Selector, o.Status.Conditions = nil, nil
+	sp.IPFamilies, sp.IPFamilyPolicy, sp.TrafficDistribution = nil, nil, nil
+	sp.Type = constant(sp.Type, v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer, v1.ServiceTypeExternalName)
+	sp.SessionAffinity = constant(sp.SessionAffinity, v1.ServiceAffinityNone, v1.ServiceAffinityClientIP)
+	sp.ExternalTrafficPolicy = constant(sp.ExternalTrafficPolicy, v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal)
+	if p := sp.InternalTrafficPolicy; p != nil {
+		switch *p {
+		case v1.ServiceInternalTrafficPolicyCluster:
+			sp.InternalTrafficPolicy = &internalCluster
+		case v1.ServiceInternalTrafficPolicyLocal:
+			sp.InternalTrafficPolicy = &internalLocal
+		}
+	}
+	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
+		sp.ClusterIPs[0] = sp.ClusterIP
+	}
+	for i := range sp.Ports {
+		p := &sp.Ports[i]
+		p.TargetPort, p.AppProtocol = intstr.IntOrString{}, nil
+		p.Protocol = constant(p.Protocol, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
+	}
+}
+
+// constant returns the known value equal to s, or s.
+func constant[S ~string](s S, known ...S) S {
+	for _, k := range known {
+		if s == k {
+			return k
+		}
+	}
+	return s
+}
+
+// The policies slimmed Services point to. Nothing writes through an
+// informer's objects: they are the cache's.
+var internalCluster, internalLocal = v1.ServiceInternalTrafficPolicyCluster, v1.ServiceInternalTrafficPolicyLocal
 
 // only returns m with just the given key, or nil if m lacks it.
 func only(m map[string]string, key string) map[string]string {

@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -119,12 +120,14 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Service", Name: "web"}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
 	}
-	svc := &v1.Service{ObjectMeta: meta(), Spec: v1.ServiceSpec{ClusterIP: "10.96.0.5", Selector: map[string]string{"app": "web"}},
+	svc := &v1.Service{ObjectMeta: meta(), Spec: v1.ServiceSpec{ClusterIP: "10.96.0.5", Selector: map[string]string{"app": "web"},
+		IPFamilies: []v1.IPFamily{v1.IPv4Protocol}, Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http"), AppProtocol: ptr.To("h2c")}}},
 		Status: v1.ServiceStatus{Conditions: []metav1.Condition{{Type: "Ready"}}}}
 	if _, err := Slim(svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.ManagedFields != nil || svc.OwnerReferences != nil || len(svc.Annotations) != 1 || svc.Labels != nil || svc.Spec.Selector != nil || svc.Status.Conditions != nil {
+	if svc.ManagedFields != nil || svc.OwnerReferences != nil || len(svc.Annotations) != 1 || svc.Labels != nil || svc.Spec.Selector != nil || svc.Status.Conditions != nil ||
+		svc.Spec.IPFamilies != nil || svc.Spec.Ports[0].TargetPort != (intstr.IntOrString{}) || svc.Spec.Ports[0].AppProtocol != nil {
 		t.Errorf("service kept what nothing reads: %+v", svc.ObjectMeta)
 	}
 	if svc.Annotations[desired.SchedulerAnnotation] != "lc" || svc.Spec.ClusterIP != "10.96.0.5" || svc.ResourceVersion != "7" {

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -88,7 +89,16 @@ func kept(t *testing.T, before, after any) {
 	switch b := before.(type) {
 	case *v1.Service:
 		a := after.(*v1.Service)
-		if !same(a.Spec, b.Spec) || !same(a.Status, b.Status) || a.Name != b.Name || a.Namespace != b.Namespace || a.UID != b.UID {
+		// What the proxier does not read goes: the selector, the ports'
+		// targets and app protocols, the family fields, the conditions.
+		spec := *b.Spec.DeepCopy()
+		spec.Selector, spec.IPFamilies, spec.IPFamilyPolicy, spec.TrafficDistribution = nil, nil, nil, nil
+		for i := range spec.Ports {
+			spec.Ports[i].TargetPort, spec.Ports[i].AppProtocol = intstr.IntOrString{}, nil
+		}
+		status := *b.Status.DeepCopy()
+		status.Conditions = nil
+		if !same(a.Spec, spec) || !same(a.Status, status) || a.Name != b.Name || a.Namespace != b.Namespace || a.UID != b.UID {
 			t.Fatalf("service changed:\n%+v\n%+v", b, a)
 		}
 		if v, ok := b.Annotations[desired.SchedulerAnnotation]; ok && a.Annotations[desired.SchedulerAnnotation] != v {
