@@ -249,6 +249,10 @@ func (b *Bed) setupNode(e *Env, n *BedNode, disk, root string) error {
 		part := filepath.Join(disk, n.Name, filepath.Base(d))
 		fmt.Fprintf(&script, "mkdir -p %s %s\nmount --bind %s %s\n", part, d, part, d)
 	}
+	// Each node its own xtables lock, as each kind node has its own /run:
+	// shared, every node's proxiers would queue for one lock.
+	lock := filepath.Join("/run/kip-bed", n.Name+".xtables.lock")
+	fmt.Fprintf(&script, "touch /run/xtables.lock %s\nmount --bind %s /run/xtables.lock\n", lock, lock)
 	fmt.Fprintf(&script, "mkdir -p /run/containerd\nmount -t tmpfs tmpfs /run/containerd\nhostname %s\ntouch %s\nexec sleep infinity\n", n.Name, ready)
 	var err error
 	if n.holder, err = Start(e, n.Name+"-holder", "ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", script.String()); err != nil {
