@@ -31,6 +31,7 @@ type testcase struct {
 	} `xml:"skipped"`
 	Failure *struct {
 		Message string `xml:"message,attr"`
+		Text    string `xml:",chardata"`
 	} `xml:"failure"`
 }
 
@@ -135,7 +136,7 @@ func read(path string) (map[string]result, error) {
 				r.why = c.Skipped.Message
 			}
 			if c.Failure != nil {
-				r.why = c.Failure.Message
+				r.why = failureReason(c.Failure.Message, c.Failure.Text)
 			}
 			out[name] = r
 		}
@@ -167,6 +168,20 @@ func summarize(names []string, results map[string]map[string]result, proxiers []
 		parts = append(parts, fmt.Sprintf("%s: %d/%d conformance tests, %d/%d of all tests run", p, confPassed, conf, passed, ran))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// failureReason is the failure's message or, as ginkgo v2 leaves that
+// empty, the "[FAILED] ..." line of its text.
+func failureReason(message, text string) string {
+	if message != "" {
+		return message
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if r, ok := strings.CutPrefix(strings.TrimSpace(line), "[FAILED] "); ok {
+			return r
+		}
+	}
+	return strings.TrimSpace(text)
 }
 
 func oneLine(s string) string {

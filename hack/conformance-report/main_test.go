@@ -14,6 +14,9 @@ const junitOurs = `<testsuites><testsuite>
 <testcase name="[It] [sig-storage] something else" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
 <testcase name="[It] [sig-network] API Server should provide secure master service [Conformance]" status="passed" time="3"></testcase>
 <testcase name="[It] [sig-network] Services should work after restarting kube-proxy [Disruptive]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] Services should serve endpoints on same port and different protocols [Conformance]" status="failed" time="94"><failure message="" type="failed">[FAILED] service not reachable within 2m0s timeout
+In [It] at: k8s.io/kubernetes/test/e2e/network/service.go:1 @ 11/28/26 20:03:31.145
+</failure></testcase>
 <testcase name="[SynchronizedBeforeSuite]" status="passed" time="1"></testcase>
 </testsuite></testsuites>`
 
@@ -45,7 +48,8 @@ func TestReportPutsProxiersSideBySide(t *testing.T) {
 	}
 	report := string(b)
 	for _, want := range []string{
-		"ours: 2/2 conformance tests, 2/3 of all tests run; upstream: 1/1 conformance tests, 2/2 of all tests run",
+		"| [sig-network] Services should serve endpoints on same port and different protocols [Conformance] | **failed** (94 s): service not reachable within 2m0s timeout | not run |",
+		"ours: 2/3 conformance tests, 2/4 of all tests run; upstream: 1/1 conformance tests, 2/2 of all tests run",
 		"| [sig-network] API Server should provide secure master service [Conformance] | passed (3 s) | not run |",
 		"| [sig-network] Services should be rejected when no endpoints exist | **failed** (31 s): no REFUSED | passed (12 s) |",
 		"| [sig-network] Services should respect internalTrafficPolicy=Local Pod to Pod | skipped: Requires at least 2 nodes (not 1) | not run |",
