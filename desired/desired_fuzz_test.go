@@ -137,12 +137,12 @@ func FuzzDesiredState(f *testing.F) {
 		svc, sl := fuzzService(&b, s1, s2)
 		cfg := &Config{NodeName: "me", Scheduler: "rr", IPv6Capable: b.Next()%4 != 0, IgnoreExternalIPs: b.Next()%4 == 0}
 
-		st, problems := Compute(svc, read(sl...), cfg, node)
-		if again, _ := Compute(svc, read(sl...), cfg, node); again.String() != st.String() {
+		st, problems := Compute(ServiceOf(svc), read(sl...), cfg, node)
+		if again, _ := Compute(ServiceOf(svc), read(sl...), cfg, node); again.String() != st.String() {
 			t.Fatalf("two answers for one input:\n%s\n---\n%s", st.String(), again.String())
 		}
 		checkKernelObjects(t, svc, st, family)
-		if len(problems) == 0 && programsClusterIP(svc) {
+		if len(problems) == 0 && programsClusterIP(ServiceOf(svc)) {
 			if bad := droppedInput(svc, sl, st, cfg); bad != "" {
 				t.Fatalf("%s dropped without a problem reported:\n%s", bad, st.String())
 			}

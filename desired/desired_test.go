@@ -479,7 +479,7 @@ set KUBE-IPVS-IPS 10.96.0.10`,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, problems := Compute(c.svc, read(c.slices...), cfg, c.nodeIPs)
+			st, problems := Compute(ServiceOf(c.svc), read(c.slices...), cfg, c.nodeIPs)
 			if got := st.String(); got != c.want {
 				t.Errorf("got\n%s\nwant\n%s", got, c.want)
 			}
@@ -500,7 +500,7 @@ func TestDesiredStateMaglevFlags(t *testing.T) {
 		"--ipvs-scheduler": {testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)), &Config{Scheduler: "mh"}},
 		"annotation":       {byAnnotation, &Config{Scheduler: "rr"}},
 	} {
-		st, _ := Compute(c.svc, nil, c.cfg, Node{})
+		st, _ := Compute(ServiceOf(c.svc), nil, c.cfg, Node{})
 		vs := st.VirtualServers[0].Virtual
 		if vs.Scheduler != "mh" || vs.Flags != 0x10 {
 			t.Errorf("%s: mh virtual server %+v, want scheduler mh with the mh-port flag (IP_VS_SVC_F_SCHED2, as upstream)", name, vs)

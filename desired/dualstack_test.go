@@ -37,7 +37,7 @@ func TestDesiredStateDualStack(t *testing.T) {
 	lb.Spec.LoadBalancerSourceRanges = []string{"2001:db8:1::/48"}
 	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::9"}}
 
-	st, problems := Compute(lb, read(slices...), cfg, node)
+	st, problems := Compute(ServiceOf(lb), read(slices...), cfg, node)
 	want := `vs 10.96.0.10:80/TCP rr
   rs 10.244.0.5:8080 w=1
 vs 203.0.113.7:80/TCP rr
@@ -100,7 +100,7 @@ func TestDesiredStateFamiliesSkipped(t *testing.T) {
 		"a node without IPv6":                  {dual, false, "10.96.0.10", "fd00:96::10 is IPv6, which this node does not have"},
 		"an external IP of the missing family": {single, true, "10.96.0.11", "2001:db8::7 is IPv6, a family the Service has no cluster IP of"},
 	} {
-		st, problems := Compute(c.svc, nil, &Config{Scheduler: "rr", IPv6Capable: c.ipv6}, Node{})
+		st, problems := Compute(ServiceOf(c.svc), nil, &Config{Scheduler: "rr", IPv6Capable: c.ipv6}, Node{})
 		var addrs []string
 		for _, a := range st.Addresses {
 			addrs = append(addrs, a.String())
@@ -149,7 +149,7 @@ func TestHealthCheckCountsEachFamily(t *testing.T) {
 		"IPv6 only":  {[]string{"fd00:96::10"}, [2]bool{IPv6: true}, [2]int{IPv6: 1}},
 	} {
 		lb.Spec.ClusterIP, lb.Spec.ClusterIPs = c.clusterIPs[0], c.clusterIPs
-		st, problems := Compute(lb, read(slices...), cfg, Node{})
+		st, problems := Compute(ServiceOf(lb), read(slices...), cfg, Node{})
 		if len(problems) != 0 {
 			t.Errorf("%s: problems %q", name, problems)
 		}

@@ -32,14 +32,14 @@ type policies struct {
 	usesCluster, usesLocal       bool
 }
 
-func policiesOf(svc *v1.Service, sp *v1.ServicePort) policies {
+func policiesOf(svc *Service, sp *ServicePort) policies {
 	p := policies{
-		internalLocal: svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
-		externalLocal: externallyAccessible(svc) && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
+		internalLocal: svc.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
+		externalLocal: externallyAccessible(svc) && svc.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal,
 	}
 	// A port reached from outside needs the cluster endpoints even with
 	// externalTrafficPolicy Local: its cluster IP does (upstream's rule).
-	external := sp.NodePort != 0 || len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0
+	external := sp.NodePort != 0 || len(svc.ExternalIPs) > 0 || len(svc.Ingress) > 0
 	p.usesCluster = !p.internalLocal || external
 	p.usesLocal = p.internalLocal || p.externalLocal && external
 	return p
@@ -47,12 +47,12 @@ func policiesOf(svc *v1.Service, sp *v1.ServicePort) policies {
 
 // externallyAccessible says whether svc's type takes traffic from outside
 // the cluster.
-func externallyAccessible(svc *v1.Service) bool {
-	switch svc.Spec.Type {
+func externallyAccessible(svc *Service) bool {
+	switch svc.Type {
 	case v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
 		return true
 	}
-	return len(svc.Spec.ExternalIPs) > 0
+	return len(svc.ExternalIPs) > 0
 }
 
 // endpointChoice is a port's endpoints sorted the way upstream's
@@ -92,10 +92,10 @@ func (c endpointChoice) pick(onlyLocal bool) (eps []endpoint, noLocal bool) {
 
 // localReady counts the distinct addresses of svc's ready endpoints of one
 // family on this node, over all its ports: what its health check reports.
-func localReady(svc *v1.Service, sl []*Slice, nodeName string, fam Family) int {
+func localReady(svc *Service, sl []*Slice, nodeName string, fam Family) int {
 	var seen []netip.Addr
-	for i := range svc.Spec.Ports {
-		eps, _ := endpointsFor(&svc.Spec.Ports[i], sl, nodeName, fam)
+	for i := range svc.Ports {
+		eps, _ := endpointsFor(&svc.Ports[i], sl, nodeName, fam)
 		for _, ep := range eps {
 			if ep.local && ep.ready && !slices.Contains(seen, ep.addr) {
 				seen = append(seen, ep.addr)
@@ -107,7 +107,7 @@ func localReady(svc *v1.Service, sl []*Slice, nodeName string, fam Family) int {
 
 // endpointsFor collects the endpoints of one Service port in one family
 // over all slices, which must be sorted by name.
-func endpointsFor(sp *v1.ServicePort, slices []*Slice, nodeName string, fam Family) ([]endpoint, []string) {
+func endpointsFor(sp *ServicePort, slices []*Slice, nodeName string, fam Family) ([]endpoint, []string) {
 	var problems []string
 	byID := map[netip.AddrPort]*endpoint{}
 	for _, slice := range slices {

@@ -19,7 +19,7 @@ func TestExternalIPsOffByGate(t *testing.T) {
 	svc.Spec.ExternalIPs = []string{"192.0.2.83"}
 	slices := []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)}, testobj.EP{IP: "10.244.0.1"})}
 	for ignore, want := range map[bool]bool{false: true, true: false} {
-		st, problems := Compute(svc, read(slices...), &Config{NodeName: "me", IgnoreExternalIPs: ignore}, Node{})
+		st, problems := Compute(ServiceOf(svc), read(slices...), &Config{NodeName: "me", IgnoreExternalIPs: ignore}, Node{})
 		if len(problems) > 0 {
 			t.Fatalf("problems %v", problems)
 		}

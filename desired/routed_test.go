@@ -22,8 +22,8 @@ func TestRoutedClusterIPsAreNotBound(t *testing.T) {
 	svc.Spec.ExternalIPs = []string{"192.0.2.83"}
 	eps := []*discovery.EndpointSlice{testobj.Slice("a", []discovery.EndpointPort{testobj.SlicePort("", tcp, 8080)}, testobj.EP{IP: "10.244.0.1"})}
 	cfg := &Config{NodeName: "me"}
-	plain, _ := Compute(svc, read(eps...), cfg, Node{})
-	routed, problems := Compute(svc, read(eps...), cfg, Node{Routed: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}})
+	plain, _ := Compute(ServiceOf(svc), read(eps...), cfg, Node{})
+	routed, problems := Compute(ServiceOf(svc), read(eps...), cfg, Node{Routed: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}})
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

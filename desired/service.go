@@ -98,14 +98,14 @@ func (e SetEntry) String() string { return e.Set + " " + e.Entry.String() }
 // Compute is what svc needs in the kernel given its slices and
 // the node's addresses. The second result lists what was skipped and why
 // (bad input never stops the rest of the Service from being programmed).
-func Compute(svc *v1.Service, slices []*Slice, cfg *Config, node Node) (State, []string) {
+func Compute(svc *Service, slices []*Slice, cfg *Config, node Node) (State, []string) {
 	var st State
 	if svc == nil || !programsClusterIP(svc) {
 		return st, nil
 	}
-	if cfg.IgnoreExternalIPs && len(svc.Spec.ExternalIPs) > 0 {
+	if cfg.IgnoreExternalIPs && len(svc.ExternalIPs) > 0 {
 		without := *svc
-		without.Spec.ExternalIPs = nil
+		without.ExternalIPs = nil
 		svc = &without
 	}
 	clusterIPs, problems := clusterIPsOf(svc, cfg.IPv6Capable)
@@ -135,8 +135,8 @@ func Compute(svc *v1.Service, slices []*Slice, cfg *Config, node Node) (State, [
 			ranges: restricting(ofFamily(fam, sourceRanges)), nodePort: ofFamily(fam, node.NodePort)}
 	}
 	var scheduled bool
-	for i := range svc.Spec.Ports {
-		sp := &svc.Spec.Ports[i]
+	for i := range svc.Ports {
+		sp := &svc.Ports[i]
 		proto := objects.Protocol(sp.Protocol)
 		if proto.Number() == 0 {
 			problems = append(problems, fmt.Sprintf("port %q: unknown protocol %q; port skipped", sp.Name, sp.Protocol))
@@ -146,8 +146,8 @@ func Compute(svc *v1.Service, slices []*Slice, cfg *Config, node Node) (State, [
 			problems = append(problems, fmt.Sprintf("port %q: invalid port %d; port skipped", sp.Name, sp.Port))
 			continue
 		}
-		if j := firstOfPort(svc.Spec.Ports, i); j < i {
-			problems = append(problems, fmt.Sprintf("port %q: %d/%s is port %q's too; port skipped", sp.Name, sp.Port, sp.Protocol, svc.Spec.Ports[j].Name))
+		if j := firstOfPort(svc.Ports, i); j < i {
+			problems = append(problems, fmt.Sprintf("port %q: %d/%s is port %q's too; port skipped", sp.Name, sp.Port, sp.Protocol, svc.Ports[j].Name))
 			continue
 		}
 		nodePortOK := sp.NodePort >= 0 && sp.NodePort <= 65535
@@ -181,8 +181,8 @@ func Compute(svc *v1.Service, slices []*Slice, cfg *Config, node Node) (State, [
 			p.nodePorts(f.nodePort, uint16(sp.NodePort), external, policy.externalLocal)
 		}
 	}
-	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
-		if hc := svc.Spec.HealthCheckNodePort; hc <= 0 || hc > 65535 {
+	if svc.Type == v1.ServiceTypeLoadBalancer && svc.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+		if hc := svc.HealthCheckNodePort; hc <= 0 || hc > 65535 {
 			problems = append(problems, fmt.Sprintf("healthCheckNodePort %d is not a port; no health check served", hc))
 		} else {
 			st.HealthCheckPort = uint16(hc)
@@ -223,10 +223,10 @@ type familyInputs struct {
 // clusterIPsOf lists svc's cluster IPs, one per family (clusterIPs, or
 // clusterIP alone from an older apiserver), reporting those it skips: not
 // an address, or IPv6 on a node without it.
-func clusterIPsOf(svc *v1.Service, ipv6Capable bool) ([]netip.Addr, []string) {
-	listed := svc.Spec.ClusterIPs
+func clusterIPsOf(svc *Service, ipv6Capable bool) ([]netip.Addr, []string) {
+	listed := svc.ClusterIPs
 	if len(listed) == 0 {
-		listed = []string{svc.Spec.ClusterIP}
+		listed = []string{svc.ClusterIP}
 	}
 	var out []netip.Addr
 	var problems []string
@@ -409,16 +409,16 @@ func boundAddresses(clusterIP netip.Addr, externalIPs []netip.Addr, node Node) [
 // loadBalancerIPsOf lists svc's load-balancer ingress IPs that traffic
 // reaches with their own address (ipMode VIP, the default), reporting those
 // it skips. A hostname-only ingress has no IP to program.
-func loadBalancerIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
+func loadBalancerIPsOf(svc *Service) ([]netip.Addr, []string) {
 	var out []netip.Addr
 	var problems []string
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
+	for _, ing := range svc.Ingress {
 		if ing.IP == "" {
 			continue
 		}
-		if ing.IPMode != nil && *ing.IPMode != v1.LoadBalancerIPModeVIP {
-			if *ing.IPMode != v1.LoadBalancerIPModeProxy {
-				problems = append(problems, fmt.Sprintf("load-balancer ingress %s: unknown ipMode %q; skipped", ing.IP, *ing.IPMode))
+		if ing.IPMode != "" && ing.IPMode != v1.LoadBalancerIPModeVIP {
+			if ing.IPMode != v1.LoadBalancerIPModeProxy {
+				problems = append(problems, fmt.Sprintf("load-balancer ingress %s: unknown ipMode %q; skipped", ing.IP, ing.IPMode))
 			}
 			continue // Proxy: the load balancer sends traffic to the node, not to the VIP
 		}
@@ -435,10 +435,10 @@ func loadBalancerIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
 
 // sourceRangesOf parses svc's loadBalancerSourceRanges. As upstream, a
 // range applies to the ingress IPs of its own family only.
-func sourceRangesOf(svc *v1.Service) ([]netip.Prefix, []string) {
+func sourceRangesOf(svc *Service) ([]netip.Prefix, []string) {
 	var out []netip.Prefix
 	var problems []string
-	for _, s := range svc.Spec.LoadBalancerSourceRanges {
+	for _, s := range svc.LoadBalancerSourceRanges {
 		p, ok := ParsePrefix(strings.TrimSpace(s))
 		switch {
 		case !ok || p.Addr().Is4In6():
@@ -453,8 +453,8 @@ func sourceRangesOf(svc *v1.Service) ([]netip.Prefix, []string) {
 // firstOfPort is the index of the first of ports with the port and protocol
 // of ports[i]. The apiserver allows one; a second would program the same
 // virtual servers with other endpoints.
-func firstOfPort(ports []v1.ServicePort, i int) int {
-	return slices.IndexFunc(ports, func(o v1.ServicePort) bool { return o.Port == ports[i].Port && o.Protocol == ports[i].Protocol })
+func firstOfPort(ports []ServicePort, i int) int {
+	return slices.IndexFunc(ports, func(o ServicePort) bool { return o.Port == ports[i].Port && o.Protocol == ports[i].Protocol })
 }
 
 // restricting returns one family's source ranges, or none if one is /0:
@@ -468,10 +468,10 @@ func restricting(ranges []netip.Prefix) []netip.Prefix {
 }
 
 // externalIPsOf parses svc's external IPs, reporting those it skips.
-func externalIPsOf(svc *v1.Service) ([]netip.Addr, []string) {
+func externalIPsOf(svc *Service) ([]netip.Addr, []string) {
 	var out []netip.Addr
 	var problems []string
-	for _, s := range svc.Spec.ExternalIPs {
+	for _, s := range svc.ExternalIPs {
 		ip, ok := ParseAddr(s)
 		switch {
 		case !ok:
@@ -498,28 +498,27 @@ const maxStickyTimeout = 86400
 // without affinity. The apiserver allows 1..86400; another value (a
 // negative one would wrap to 4294967295, nearly forever, as it does
 // upstream) is reported and the default used.
-func stickyTimeoutOf(svc *v1.Service) (uint32, string) {
-	if svc.Spec.SessionAffinity != v1.ServiceAffinityClientIP {
+func stickyTimeoutOf(svc *Service) (uint32, string) {
+	if svc.SessionAffinity != v1.ServiceAffinityClientIP {
 		return 0, ""
 	}
-	c := svc.Spec.SessionAffinityConfig
-	if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil {
+	if svc.StickySeconds == nil {
 		return defaultStickyTimeout, ""
 	}
-	if t := *c.ClientIP.TimeoutSeconds; t <= 0 || t > maxStickyTimeout {
+	if t := *svc.StickySeconds; t <= 0 || t > maxStickyTimeout {
 		return defaultStickyTimeout, fmt.Sprintf("sessionAffinityConfig.clientIP.timeoutSeconds %d is not in 1..%d; using %d",
 			t, maxStickyTimeout, defaultStickyTimeout)
 	}
-	return uint32(*c.ClientIP.TimeoutSeconds), ""
+	return uint32(*svc.StickySeconds), ""
 }
 
 // schedulerOf is the Service's scheduler: its annotation's, if it names one
 // kube-proxy knows, else the node's, with a problem saying why.
-func schedulerOf(svc *v1.Service, node string) (string, string) {
-	want, ok := svc.Annotations[SchedulerAnnotation]
-	if !ok {
+func schedulerOf(svc *Service, node string) (string, string) {
+	if svc.Scheduler == nil {
 		return node, ""
 	}
+	want := *svc.Scheduler
 	if !slices.Contains(Schedulers, want) {
 		return node, fmt.Sprintf("annotation %s: unknown scheduler %q (one of %s); using %s",
 			SchedulerAnnotation, want, strings.Join(Schedulers, ", "), node)
@@ -528,9 +527,9 @@ func schedulerOf(svc *v1.Service, node string) (string, string) {
 }
 
 // programsClusterIP says whether svc has a virtual IP to program at all.
-func programsClusterIP(svc *v1.Service) bool {
-	if svc.Spec.Type == v1.ServiceTypeExternalName {
+func programsClusterIP(svc *Service) bool {
+	if svc.Type == v1.ServiceTypeExternalName {
 		return false
 	}
-	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone
+	return svc.ClusterIP != "" && svc.ClusterIP != v1.ClusterIPNone
 }

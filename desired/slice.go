@@ -138,19 +138,9 @@ func (s *Slice) GetObjectMeta() metav1.Object {
 // addressType and protocol return the API's constant for a known value,
 // so that 50k slices do not each hold a copy of "IPv4" and "TCP".
 func addressType(t discovery.AddressType) discovery.AddressType {
-	for _, k := range []discovery.AddressType{discovery.AddressTypeIPv4, discovery.AddressTypeIPv6, discovery.AddressTypeFQDN} {
-		if t == k {
-			return k
-		}
-	}
-	return t
+	return constant(t, discovery.AddressTypeIPv4, discovery.AddressTypeIPv6, discovery.AddressTypeFQDN)
 }
 
 func protocol(p v1.Protocol) v1.Protocol {
-	for _, k := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP} {
-		if p == k {
-			return k
-		}
-	}
-	return p
+	return constant(p, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
 }

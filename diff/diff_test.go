@@ -45,7 +45,7 @@ func syncWith(t *testing.T, k proxier.Kernel, ips ...string) {
 	p := proxier.New(proxier.Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour,
 		ServeNoHealthChecks: true}, k, zap.NewNop(), healthz.New(time.Minute), metrics.New(), noEvents{})
 	svc := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
-	p.OnServiceAdd(svc)
+	p.OnServiceAdd(desired.ServiceOf(svc))
 	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...)))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()

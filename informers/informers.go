@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
@@ -54,11 +53,12 @@ const (
 	SliceLabelSelector   = "!service.kubernetes.io/headless"
 )
 
-// ServiceHandler receives Service events.
+// ServiceHandler receives Service events, the Services read into what the
+// proxier uses of them (desired.Service).
 type ServiceHandler interface {
-	OnServiceAdd(*v1.Service)
-	OnServiceUpdate(old, cur *v1.Service)
-	OnServiceDelete(*v1.Service)
+	OnServiceAdd(*desired.Service)
+	OnServiceUpdate(old, cur *desired.Service)
+	OnServiceDelete(*desired.Service)
 	OnServicesSynced()
 }
 
@@ -171,18 +171,19 @@ func sliceEvents(h EndpointSliceHandler) cache.ResourceEventHandler {
 	}
 }
 
-// Slim is the informers' transform: it drops what nothing here reads from
-// the objects the caches hold, one per Service and EndpointSlice in the
-// cluster (at 50k Services the caches were over half the heap): server-side
-// apply's managed fields, owner references and kubectl's copy of the last
-// applied object; a Service's labels (selected by the apiserver, read by
-// nobody here), its annotations but the scheduler's, its pod selector (the
-// EndpointSlice controller's input), its status conditions and what
-// slimService names. A slice is read into a desired.Slice, a third of its
-// size.
+// Slim is the informers' transform: the caches hold one object per
+// Service and EndpointSlice in the cluster (at 50k Services they were over
+// half the heap), so a Service is read into a desired.Service and a slice
+// into a desired.Slice, each only what the proxier reads of it. Of other
+// objects (the Node, ServiceCIDRs) it drops what nothing here reads:
+// server-side apply's managed fields, owner references and kubectl's copy
+// of the last applied object.
 func Slim(obj any) (any, error) {
-	if s, ok := obj.(*discovery.EndpointSlice); ok {
-		return desired.SliceOf(s), nil
+	switch o := obj.(type) {
+	case *v1.Service:
+		return desired.ServiceOf(o), nil
+	case *discovery.EndpointSlice:
+		return desired.SliceOf(o), nil
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
@@ -191,67 +192,7 @@ func Slim(obj any) (any, error) {
 			delete(a, lastAppliedAnnotation)
 		}
 	}
-	if o, ok := obj.(*v1.Service); ok {
-		slimService(o)
-	}
 	return obj, nil
-}
-
-// slimService drops from a Service what nothing here reads (the ports'
-// targets and app protocols: IPVS forwards to the endpoints' ports; the
-// family fields: the cluster IPs say the families) and points its
-// enumerated strings at the API's constants instead of a copy each.
-func slimService(o *v1.Service) {
-	o.Labels = nil
-	o.Annotations = only(o.Annotations, desired.SchedulerAnnotation)
-	sp := &o.Spec
-	sp.Selector, o.Status.Conditions = nil, nil
-	sp.IPFamilies, sp.IPFamilyPolicy, sp.TrafficDistribution = nil, nil, nil
-	sp.Type = constant(sp.Type, v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer, v1.ServiceTypeExternalName)
-	sp.SessionAffinity = constant(sp.SessionAffinity, v1.ServiceAffinityNone, v1.ServiceAffinityClientIP)
-	sp.ExternalTrafficPolicy = constant(sp.ExternalTrafficPolicy, v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal)
-	if p := sp.InternalTrafficPolicy; p != nil {
-		switch *p {
-		case v1.ServiceInternalTrafficPolicyCluster:
-			sp.InternalTrafficPolicy = &internalCluster
-		case v1.ServiceInternalTrafficPolicyLocal:
-			sp.InternalTrafficPolicy = &internalLocal
-		}
-	}
-	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
-		sp.ClusterIPs[0] = sp.ClusterIP
-	}
-	for i := range sp.Ports {
-		p := &sp.Ports[i]
-		p.TargetPort, p.AppProtocol = intstr.IntOrString{}, nil
-		p.Protocol = constant(p.Protocol, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
-	}
-}
-
-// constant returns the known value equal to s, or s.
-func constant[S ~string](s S, known ...S) S {
-	for _, k := range known {
-		if s == k {
-			return k
-		}
-	}
-	return s
-}
-
-// The policies slimmed Services point to. Nothing writes through an
-// informer's objects: they are the cache's.
-var internalCluster, internalLocal = v1.ServiceInternalTrafficPolicyCluster, v1.ServiceInternalTrafficPolicyLocal
-
-// only returns m with just the given key, or nil if m lacks it.
-func only(m map[string]string, key string) map[string]string {
-	v, ok := m[key]
-	switch {
-	case !ok:
-		return nil
-	case len(m) == 1:
-		return m
-	}
-	return map[string]string{key: v}
 }
 
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"

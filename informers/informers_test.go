@@ -27,7 +27,6 @@ import (
 type slowHandler struct {
 	mu                           sync.Mutex
 	services, slices             int
-	managedFields                int // objects given with managed fields
 	servicesAtSync, slicesAtSync int
 	synced                       chan struct{}
 }
@@ -39,14 +38,9 @@ func (h *slowHandler) add(n *int) {
 	h.mu.Unlock()
 }
 
-func (h *slowHandler) OnServiceAdd(s *v1.Service) {
-	if len(s.ManagedFields) > 0 {
-		h.add(&h.managedFields)
-	}
-	h.add(&h.services)
-}
-func (h *slowHandler) OnServiceUpdate(_, _ *v1.Service)          {}
-func (h *slowHandler) OnServiceDelete(*v1.Service)               {}
+func (h *slowHandler) OnServiceAdd(*desired.Service)             { h.add(&h.services) }
+func (h *slowHandler) OnServiceUpdate(_, _ *desired.Service)     {}
+func (h *slowHandler) OnServiceDelete(*desired.Service)          {}
 func (h *slowHandler) OnEndpointSliceAdd(*desired.Slice)         { h.add(&h.slices) }
 func (h *slowHandler) OnEndpointSliceUpdate(_, _ *desired.Slice) {}
 func (h *slowHandler) OnEndpointSliceDelete(*desired.Slice)      {}
@@ -92,8 +86,7 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("s%d", i)
 		objs = append(objs,
-			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}},
+			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}},
 			&discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 				Labels: map[string]string{discovery.LabelServiceName: name}}})
 	}
@@ -102,9 +95,6 @@ func TestSyncedOnlyAfterHandlersSawTheWholeList(t *testing.T) {
 	startSynced(t, client, h, h, h, h.synced)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.managedFields > 0 {
-		t.Errorf("%d services reached the handlers with managed fields; the caches should not hold them", h.managedFields)
-	}
 	if h.servicesAtSync != n || h.slicesAtSync != n {
 		t.Errorf("synced reported after %d of %d services and %d of %d slices reached the handlers",
 			h.servicesAtSync, n, h.slicesAtSync, n)
@@ -123,21 +113,26 @@ func TestSlimKeepsWhatTheProxierReads(t *testing.T) {
 	svc := &v1.Service{ObjectMeta: meta(), Spec: v1.ServiceSpec{ClusterIP: "10.96.0.5", Selector: map[string]string{"app": "web"},
 		IPFamilies: []v1.IPFamily{v1.IPv4Protocol}, Ports: []v1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http"), AppProtocol: ptr.To("h2c")}}},
 		Status: v1.ServiceStatus{Conditions: []metav1.Condition{{Type: "Ready"}}}}
-	if _, err := Slim(svc); err != nil {
+	out, err := Slim(svc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if svc.ManagedFields != nil || svc.OwnerReferences != nil || len(svc.Annotations) != 1 || svc.Labels != nil || svc.Spec.Selector != nil || svc.Status.Conditions != nil ||
-		svc.Spec.IPFamilies != nil || svc.Spec.Ports[0].TargetPort != (intstr.IntOrString{}) || svc.Spec.Ports[0].AppProtocol != nil {
-		t.Errorf("service kept what nothing reads: %+v", svc.ObjectMeta)
+	readSvc, ok := out.(*desired.Service)
+	if !ok {
+		t.Fatalf("a Service slimmed to a %T, want a *desired.Service", out)
 	}
-	if svc.Annotations[desired.SchedulerAnnotation] != "lc" || svc.Spec.ClusterIP != "10.96.0.5" || svc.ResourceVersion != "7" {
-		t.Errorf("service lost what it must keep: %+v", svc)
+	if readSvc.Scheduler == nil || *readSvc.Scheduler != "lc" || readSvc.ClusterIP != "10.96.0.5" || readSvc.ResourceVersion != "7" ||
+		len(readSvc.Ports) != 1 || readSvc.Ports[0].Port != 80 {
+		t.Errorf("service lost what the proxier reads: %+v", readSvc)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(readSvc); err != nil || key != "ns/web" {
+		t.Errorf("the cache keys the Service as %q (%v), want ns/web", key, err)
 	}
 
 	slice := &discovery.EndpointSlice{ObjectMeta: meta(), Endpoints: []discovery.Endpoint{{
 		Addresses: []string{"10.244.0.5"}, NodeName: ptr.To("n1"),
 		TargetRef: &v1.ObjectReference{Kind: "Pod", Name: "web-1"}, DeprecatedTopology: map[string]string{"a": "b"}}}}
-	out, err := Slim(slice)
+	out, err = Slim(slice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +161,7 @@ type namesHandler struct {
 	synced           chan struct{}
 }
 
-func (h *namesHandler) OnServiceAdd(s *v1.Service) {
+func (h *namesHandler) OnServiceAdd(s *desired.Service) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.services = append(h.services, s.Name)
@@ -176,8 +171,8 @@ func (h *namesHandler) OnEndpointSliceAdd(s *desired.Slice) {
 	defer h.mu.Unlock()
 	h.slices = append(h.slices, s.Name)
 }
-func (h *namesHandler) OnServiceUpdate(_, _ *v1.Service)          {}
-func (h *namesHandler) OnServiceDelete(*v1.Service)               {}
+func (h *namesHandler) OnServiceUpdate(_, _ *desired.Service)     {}
+func (h *namesHandler) OnServiceDelete(*desired.Service)          {}
 func (h *namesHandler) OnEndpointSliceUpdate(_, _ *desired.Slice) {}
 func (h *namesHandler) OnEndpointSliceDelete(*desired.Slice)      {}
 func (h *namesHandler) OnNodeChange(*v1.Node)                     {}

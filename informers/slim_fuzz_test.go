@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -18,12 +17,12 @@ import (
 
 // FuzzSlim decodes any JSON as a Service, an EndpointSlice, a Node or a
 // tombstone, as the apiserver might send it, and checks the informers'
-// transform on it: no panic or error; the same object back, or for a
-// slice a desired.Slice; the bookkeeping gone; everything the proxier
-// reads (spec, status, name and UID, the scheduler annotation, the
-// slice's Service name, ports and endpoints' addresses, conditions, node
-// and hints) unchanged, or read as the API documents it; and a second
-// pass a no-op.
+// transform on it: no panic or error; a desired.Service or desired.Slice
+// for those, else the same object back with the bookkeeping gone;
+// everything the proxier reads (a Service's ports, addresses, policies,
+// affinity, name, UID and scheduler annotation, the slice's Service name,
+// ports and endpoints' addresses, conditions, node and hints) unchanged,
+// or read as the API documents it; and a second pass a no-op.
 func FuzzSlim(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"metadata":{"name":"web","namespace":"ns","managedFields":[{"manager":"kubectl"}],`+
 		`"ownerReferences":[{"kind":"X","name":"y"}],"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}","a":"b"}},`+
@@ -64,8 +63,12 @@ func FuzzSlim(f *testing.F) {
 			}
 			return
 		}
-		if b, ok := before.(*discovery.EndpointSlice); ok {
+		switch b := before.(type) {
+		case *discovery.EndpointSlice:
 			read(t, b, out)
+			return
+		case *v1.Service:
+			readService(t, b, out)
 			return
 		}
 		if out != obj {
@@ -87,24 +90,6 @@ func kept(t *testing.T, before, after any) {
 	t.Helper()
 	same := equality.Semantic.DeepEqual
 	switch b := before.(type) {
-	case *v1.Service:
-		a := after.(*v1.Service)
-		// What the proxier does not read goes: the selector, the ports'
-		// targets and app protocols, the family fields, the conditions.
-		spec := *b.Spec.DeepCopy()
-		spec.Selector, spec.IPFamilies, spec.IPFamilyPolicy, spec.TrafficDistribution = nil, nil, nil, nil
-		for i := range spec.Ports {
-			spec.Ports[i].TargetPort, spec.Ports[i].AppProtocol = intstr.IntOrString{}, nil
-		}
-		status := *b.Status.DeepCopy()
-		status.Conditions = nil
-		if !same(a.Spec, spec) || !same(a.Status, status) || a.Name != b.Name || a.Namespace != b.Namespace || a.UID != b.UID {
-			t.Fatalf("service changed:\n%+v\n%+v", b, a)
-		}
-		if v, ok := b.Annotations[desired.SchedulerAnnotation]; ok && a.Annotations[desired.SchedulerAnnotation] != v {
-			t.Fatalf("the scheduler annotation lost: %v", a.Annotations)
-		}
-		bookkeeping(t, a.ManagedFields == nil, a.OwnerReferences == nil, a.Labels == nil, len(a.Annotations) <= 1)
 	case *v1.Node:
 		a := after.(*v1.Node)
 		if !same(a.Spec, b.Spec) || !same(a.Status, b.Status) || a.Name != b.Name || !same(a.Labels, b.Labels) ||
@@ -112,6 +97,45 @@ func kept(t *testing.T, before, after any) {
 			t.Fatalf("node changed:\n%+v\n%+v", b, a)
 		}
 		bookkeeping(t, a.ManagedFields == nil, a.OwnerReferences == nil, a.Annotations[lastAppliedAnnotation] == "")
+	}
+}
+
+// readService checks that out is b as the proxier reads it.
+func readService(t *testing.T, b *v1.Service, out any) {
+	t.Helper()
+	a, ok := out.(*desired.Service)
+	if !ok {
+		t.Fatalf("a Service slimmed to a %T", out)
+	}
+	sp := &b.Spec
+	var sticky *int32
+	if c := sp.SessionAffinityConfig; c != nil && c.ClientIP != nil {
+		sticky = c.ClientIP.TimeoutSeconds
+	}
+	scheduler, hasScheduler := b.Annotations[desired.SchedulerAnnotation]
+	if a.Name != b.Name || a.Namespace != b.Namespace || a.ResourceVersion != b.ResourceVersion || a.UID != b.UID ||
+		!a.Created.Equal(b.CreationTimestamp.Time) || a.Type != sp.Type || a.ClusterIP != sp.ClusterIP ||
+		!slices.Equal(a.ClusterIPs, sp.ClusterIPs) || !slices.Equal(a.ExternalIPs, sp.ExternalIPs) ||
+		!slices.Equal(a.LoadBalancerSourceRanges, sp.LoadBalancerSourceRanges) || a.SessionAffinity != sp.SessionAffinity ||
+		(a.StickySeconds == nil) != (sticky == nil) || sticky != nil && *a.StickySeconds != *sticky ||
+		a.ExternalTrafficPolicy != sp.ExternalTrafficPolicy || a.InternalTrafficPolicy != ptr.Deref(sp.InternalTrafficPolicy, "") ||
+		a.HealthCheckNodePort != sp.HealthCheckNodePort || (a.Scheduler != nil) != hasScheduler ||
+		hasScheduler && *a.Scheduler != scheduler || len(a.Ports) != len(sp.Ports) || len(a.Ingress) != len(b.Status.LoadBalancer.Ingress) {
+		t.Fatalf("service read wrong:\n%+v\n%+v", b, a)
+	}
+	for i, p := range sp.Ports {
+		want := desired.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort}
+		if a.Ports[i] != want {
+			t.Fatalf("port %d read as %+v, want %+v", i, a.Ports[i], want)
+		}
+	}
+	for i, ing := range b.Status.LoadBalancer.Ingress {
+		if want := (desired.Ingress{IP: ing.IP, IPMode: ptr.Deref(ing.IPMode, "")}); a.Ingress[i] != want {
+			t.Fatalf("ingress %d read as %+v, want %+v", i, a.Ingress[i], want)
+		}
+	}
+	if again, err := Slim(a); err != nil || again != a {
+		t.Fatalf("a second pass gave %v, %v", again, err)
 	}
 }
 

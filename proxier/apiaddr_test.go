@@ -41,7 +41,7 @@ func TestLegacyAddressesProgramLikeCanonicalOnes(t *testing.T) {
 	for _, form := range []string{"canonical", "legacy"} {
 		p, k, ipt, ev := newTestProxier(t)
 		s, sl := legacyService(form)
-		p.OnServiceAdd(s)
+		p.OnServiceAdd(desired.ServiceOf(s))
 		p.OnEndpointSliceAdd(desired.SliceOf(sl))
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()

@@ -30,7 +30,7 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 	bad := testobj.Service("10.96.0.66", testobj.Port("http", v1.ProtocolTCP, 80))
 	bad.Name = "bad"
 	for _, s := range []*v1.Service{web, bad} {
-		p.OnServiceAdd(s)
+		p.OnServiceAdd(desired.ServiceOf(s))
 	}
 	p.OnEndpointSliceAdd(desired.SliceOf(sl))
 	p.changeTracker.slices[testobj.Name("bad")] = []*desired.Slice{nil}
@@ -40,13 +40,13 @@ func TestPanicOnOneServiceSkipsItAlone(t *testing.T) {
 				t.Fatal("desired.Compute no longer panics on a nil slice: pick another panicking input for this test")
 			}
 		}()
-		desired.Compute(bad, []*desired.Slice{nil}, &p.cfg.Desired, desired.Node{})
+		desired.Compute(desired.ServiceOf(bad), []*desired.Slice{nil}, &p.cfg.Desired, desired.Node{})
 	}()
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
 	p.drift.needFull = true
-	p.OnServiceUpdate(bad, bad.DeepCopy()) // recomputed, same panic
+	p.OnServiceUpdate(desired.ServiceOf(bad), desired.ServiceOf(bad.DeepCopy())) // recomputed, same panic
 	p.SyncNow()
 
 	if dump := k.IPVS.Dump(); !strings.Contains(dump, "-A 10.96.0.10:80/TCP") || !strings.Contains(dump, "10.244.0.1:8080") ||

@@ -93,7 +93,7 @@ func newClaims() *claims {
 // update replaces the claims of svc (nil: deleted) from the virtual servers
 // of st, and returns the other Services that won or lost a virtual server
 // by it: their states must be filtered again.
-func (cs *claims) update(name types.NamespacedName, svc *v1.Service, st desired.State) []types.NamespacedName {
+func (cs *claims) update(name types.NamespacedName, svc *desired.Service, st desired.State) []types.NamespacedName {
 	touched := cs.setAddrs(name, st)
 	// Only a key with another claimant can change hands: its winner is
 	// noted before, and compared after.
@@ -115,7 +115,7 @@ func (cs *claims) update(name types.NamespacedName, svc *v1.Service, st desired.
 		note(k, 0)
 		c := claim{service: name, kind: v.Via}
 		if svc != nil {
-			c.created, c.uid = svc.CreationTimestamp.Time, svc.UID
+			c.created, c.uid = svc.Created, svc.UID
 		}
 		if cs.add(k, c) {
 			keys = append(keys, k)

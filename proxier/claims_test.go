@@ -102,10 +102,10 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 	for _, s := range []*v1.Service{old, young} {
 		s.Spec.ExternalIPs = []string{"203.0.113.7"}
 	}
-	p.OnServiceAdd(young)
+	p.OnServiceAdd(desired.ServiceOf(young))
 	p.OnEndpointSliceAdd(desired.SliceOf(youngEPs))
 	p.SyncNow()
-	p.OnServiceAdd(old)
+	p.OnServiceAdd(desired.ServiceOf(old))
 	p.OnEndpointSliceAdd(desired.SliceOf(oldEPs))
 	p.SyncNow()
 	dump := k.IPVS.Dump()
@@ -113,7 +113,7 @@ func TestOlderExternalIPClaimWinsAndTheNextTakesOver(t *testing.T) {
 		t.Fatalf("the older Service does not hold the external IP:\n%s", dump)
 	}
 
-	p.OnServiceDelete(old)
+	p.OnServiceDelete(desired.ServiceOf(old))
 	p.OnEndpointSliceDelete(desired.SliceOf(oldEPs))
 	p.SyncNow()
 	dump = k.IPVS.Dump()
@@ -184,7 +184,7 @@ func TestExternalIPOnAnotherClusterIPGetsNoPort(t *testing.T) {
 		t.Errorf("no Warning names the cluster IP's Service: %q", *ev)
 	}
 
-	p.OnServiceDelete(dns)
+	p.OnServiceDelete(desired.ServiceOf(dns))
 	p.OnEndpointSliceDelete(desired.SliceOf(dnsEPs))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-a 10.96.0.10:853/TCP -r 10.244.0.66:6443 -w 1") {
@@ -225,7 +225,7 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 		}
 		return out
 	}
-	changes := p.changes([]serviceInput{{name: types.NamespacedName{Namespace: "aaa", Name: "a"}, service: a, slices: []*desired.Slice{desired.SliceOf(aEPs)}}}, more)
+	changes := p.changes([]serviceInput{{name: types.NamespacedName{Namespace: "aaa", Name: "a"}, service: desired.ServiceOf(a), slices: []*desired.Slice{desired.SliceOf(aEPs)}}}, more)
 	cName := types.NamespacedName{Namespace: "ccc", Name: "c"}
 	i := slices.IndexFunc(changes, func(ch reconciler.Change) bool { return ch.Name == cName })
 	if i < 0 {
@@ -244,6 +244,6 @@ func TestHandOverFollowsTheChain(t *testing.T) {
 
 // addService hands the proxier a Service and its slice, as the informers do.
 func addService(p *Proxier, s *v1.Service, sl *discovery.EndpointSlice) {
-	p.OnServiceAdd(s)
+	p.OnServiceAdd(desired.ServiceOf(s))
 	p.OnEndpointSliceAdd(desired.SliceOf(sl))
 }

@@ -45,9 +45,9 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
 
-	feed.OnServiceAdd(api)
+	feed.OnServiceAdd(desired.ServiceOf(api))
 	feed.OnEndpointSliceAdd(desired.SliceOf(eps("10.0.2.100")))
-	p.OnServiceAdd(web) // the cluster-wide list is under way
+	p.OnServiceAdd(desired.ServiceOf(web)) // the cluster-wide list is under way
 	p.SyncNow()
 	if k.IPVS.Dump() != "" {
 		t.Fatalf("programmed before the critical feed had its list:\n%s", k.IPVS.Dump())
@@ -74,7 +74,7 @@ func TestCriticalServicesProgrammedBeforeTheCachesSync(t *testing.T) {
 
 	// The caches sync with the same objects.
 	k.Ops()
-	p.OnServiceAdd(api)
+	p.OnServiceAdd(desired.ServiceOf(api))
 	p.OnEndpointSliceAdd(desired.SliceOf(eps("10.0.2.100", "10.0.2.101")))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -106,7 +106,7 @@ func TestCriticalServicesWaitForTheirOwnFamilysChains(t *testing.T) {
 			api := localOnly("kubernetes", clusterIP)
 			api.Namespace = "default"
 			feed := p.Critical()
-			feed.OnServiceAdd(api)
+			feed.OnServiceAdd(desired.ServiceOf(api))
 			feed.OnServicesSynced()
 			feed.OnEndpointSlicesSynced()
 			vs := "-A " + netip.AddrPortFrom(netip.MustParseAddr(clusterIP), 80).String() + "/TCP"
@@ -141,7 +141,7 @@ func TestIPv6CriticalServiceAfterAnIPv4OneWaitsForItsChains(t *testing.T) {
 	feed := p.Critical()
 	api := localOnly("kubernetes", "10.96.0.1")
 	api.Namespace = "default"
-	feed.OnServiceAdd(api)
+	feed.OnServiceAdd(desired.ServiceOf(api))
 	feed.OnServicesSynced()
 	feed.OnEndpointSlicesSynced()
 	syncWithin(t, p)
@@ -151,7 +151,7 @@ func TestIPv6CriticalServiceAfterAnIPv4OneWaitsForItsChains(t *testing.T) {
 
 	dns := localOnly("kube-dns", "fd00::10")
 	dns.Namespace = "kube-system"
-	feed.OnServiceAdd(dns)
+	feed.OnServiceAdd(desired.ServiceOf(dns))
 	// Longer than a sync waits for a busy glue (glue.aheadWait, 2 s).
 	time.AfterFunc(2500*time.Millisecond, release)
 	syncWithin(t, p)

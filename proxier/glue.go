@@ -48,7 +48,7 @@ func (p *Proxier) syncHealthChecks() {
 		p.checks.failed[name] = true
 		p.log.Warn("cannot serve a Service's health check; retrying at every sync", zap.String("service", name.String()), zap.Error(err))
 		if svc := p.changeTracker.service(name); svc != nil {
-			p.events.Eventf(svc, nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Sync", "kube-ipvs-proxy: %v", err)
+			p.events.Eventf(svc.Reference(), nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Sync", "kube-ipvs-proxy: %v", err)
 		}
 	}
 	for name := range p.checks.failed {

@@ -56,7 +56,7 @@ func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
 	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
+	p.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -82,7 +82,7 @@ func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
 	s := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	s.Spec.Type, s.Spec.LoadBalancerSourceRanges = v1.ServiceTypeLoadBalancer, []string{"203.0.113.0/24"}
 	s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: vip.IP.String()}}
-	p.OnServiceAdd(s)
+	p.OnServiceAdd(desired.ServiceOf(s))
 	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.5", Ready: testobj.Yes, Node: "me"})))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -107,7 +107,7 @@ func TestHealthCheckPortTakenIsReportedAndRetriedSoon(t *testing.T) {
 	lb := testobj.Service("10.96.0.10", v1.ServicePort{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080})
 	lb.Spec.Type, lb.Spec.ExternalTrafficPolicy = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal
 	lb.Spec.HealthCheckNodePort = int32(port)
-	p.OnServiceAdd(lb)
+	p.OnServiceAdd(desired.ServiceOf(lb))
 	p.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)},
 		testobj.EP{IP: "10.244.0.5", Node: "me"})))
 	p.OnServicesSynced()

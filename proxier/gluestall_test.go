@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
@@ -42,7 +43,7 @@ func proxierPastFirstSync(t *testing.T) (*Proxier, fakekernel.Kernel, *iptables.
 	p, k, ipt, _ := newLoggingProxier(t, zap.NewNop(), health)
 	kubernetes := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
-	p.OnServiceAdd(kubernetes)
+	p.OnServiceAdd(desired.ServiceOf(kubernetes))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -94,7 +95,7 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	before := lastUpdated(health)
 
 	ipt.SetHook(oplog.FailWith(errors.New("iptables-restore: killed at its deadline"), "save", "restore"))
-	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.OnServiceAdd(desired.ServiceOf(externalService("ext", "10.96.0.10", "192.0.2.10")))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the Service waits for iptables:\n%s", d)
@@ -112,7 +113,7 @@ func TestSyncsGoOnWhileIPTablesFails(t *testing.T) {
 	saves := ipt.Saves
 	local := externalService("ext2", "10.96.0.11", "192.0.2.11")
 	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
-	p.OnServiceAdd(local)
+	p.OnServiceAdd(desired.ServiceOf(local))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.11:80/TCP") {
 		t.Fatalf("the second Service waits for iptables:\n%s", d)
@@ -161,7 +162,7 @@ func syncWithin(t *testing.T, p *Proxier) {
 func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	p, k, ipt, _ := proxierPastFirstSync(t)
 	ipt.SetHook(oplog.FailWith(errors.New("iptables-restore: killed at its deadline"), "save", "restore"))
-	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.OnServiceAdd(desired.ServiceOf(externalService("ext", "10.96.0.10", "192.0.2.10")))
 	p.SyncNow()
 
 	hang := make(chan struct{})
@@ -186,7 +187,7 @@ func TestHungIPTablesDoesNotHoldSyncs(t *testing.T) {
 	})
 	p.setup.status.RetryNow(setupKey)
 	for i, vip := range []string{"192.0.2.11", "192.0.2.12"} {
-		p.OnServiceAdd(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip))
+		p.OnServiceAdd(desired.ServiceOf(externalService(fmt.Sprint("more", i), fmt.Sprintf("10.96.0.%d", 20+i), vip)))
 		syncWithin(t, p)
 		if d := k.IPVS.Dump(); !strings.Contains(d, "-A "+vip+":80/TCP") {
 			t.Fatalf("%s waits for a hung iptables:\n%s", vip, d)
@@ -231,7 +232,7 @@ func TestFirstSyncDoesNotWaitForAHungIPTables(t *testing.T) {
 	defer close(hang)
 	ipt.SetHook(oplog.Hang(hang, "save", "restore"))
 
-	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.OnServiceAdd(desired.ServiceOf(externalService("ext", "10.96.0.10", "192.0.2.10")))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	syncWithin(t, p)
@@ -253,7 +254,7 @@ func TestSyncDoesNotWaitForAnotherIPTablesRun(t *testing.T) {
 	release := holdRun(p.glues[0], ipt) // another goroutine's run, however long it takes
 	done := make(chan struct{})
 	go func() {
-		p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+		p.OnServiceAdd(desired.ServiceOf(externalService("ext", "10.96.0.10", "192.0.2.10")))
 		p.SyncNow()
 		close(done)
 	}()
@@ -291,7 +292,7 @@ func TestAheadWriteWaitsForADriftCheck(t *testing.T) {
 	}
 	release := holdRun(p.glues[0], ipt) // a drift check's run, which ends soon
 	time.AfterFunc(200*time.Millisecond, release)
-	p.OnServiceAdd(externalService("ext", "10.96.0.10", "192.0.2.10"))
+	p.OnServiceAdd(desired.ServiceOf(externalService("ext", "10.96.0.10", "192.0.2.10")))
 	p.SyncNow()
 	if d := k.IPVS.Dump(); !strings.Contains(d, "-A 192.0.2.10:80/TCP") {
 		t.Fatalf("the Service was not programmed:\n%s", d)

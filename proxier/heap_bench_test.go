@@ -63,7 +63,7 @@ func BenchmarkHeapByOwner(b *testing.B) {
 		var k fakekernel.Sink
 		p := New(cfg, Kernel{IPVS: k, Links: k, Sets: k, IPTables: ipt}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 		for _, o := range svcs.List() {
-			p.OnServiceAdd(o.(*v1.Service))
+			p.OnServiceAdd(o.(*desired.Service))
 		}
 		for _, o := range eps.List() {
 			p.OnEndpointSliceAdd(o.(*desired.Slice))

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
@@ -22,11 +23,11 @@ func TestOneLinePerSync(t *testing.T) {
 	}{{zapcore.InfoLevel, 5}, {zapcore.DebugLevel, 9}} {
 		core, logs := observer.New(c.level)
 		p, _, _, _ := newLoggingProxier(t, zap.New(core), healthz.New(time.Minute))
-		p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
+		p.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))))
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()
 		p.SyncNow()
-		p.OnServiceAdd(testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80)))
+		p.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))))
 		p.SyncNow()
 		synced := logs.FilterMessage("synced").All()
 		if len(synced) != 2 {

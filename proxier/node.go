@@ -206,7 +206,7 @@ func (p *Proxier) refreshNodeIPs() error {
 	case next.Zone != cur.Zone:
 		// Any Service's endpoints may carry zone hints; a node changes
 		// zone about never.
-		p.changeTracker.touch(func(*v1.Service) bool { return true })
+		p.changeTracker.touch(func(*desired.Service) bool { return true })
 	case !next.SameAddresses(cur):
 		p.changeTracker.touch(usesNodeAddrs)
 	}
@@ -229,9 +229,9 @@ func (p *Proxier) waitForNodeAddrs(err error) {
 
 // usesNodeAddrs says whether svc's state depends on the node's addresses
 // (or its primary one).
-func usesNodeAddrs(svc *v1.Service) bool {
-	return len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 ||
-		slices.ContainsFunc(svc.Spec.Ports, func(sp v1.ServicePort) bool { return sp.NodePort != 0 })
+func usesNodeAddrs(svc *desired.Service) bool {
+	return len(svc.ExternalIPs) > 0 || len(svc.Ingress) > 0 ||
+		slices.ContainsFunc(svc.Ports, func(sp desired.ServicePort) bool { return sp.NodePort != 0 })
 }
 
 // validOnly drops the zero values of a per-family array, for logs.

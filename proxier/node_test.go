@@ -38,8 +38,8 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	web.Spec.Type = v1.ServiceTypeNodePort
 	plain := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	plain.Name = "plain"
-	p.OnServiceAdd(web)
-	p.OnServiceAdd(plain)
+	p.OnServiceAdd(desired.ServiceOf(web))
+	p.OnServiceAdd(desired.ServiceOf(plain))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -101,7 +101,7 @@ func TestNodePortsFollowTheNodeAddresses(t *testing.T) {
 	}
 
 	// The last node port gone: its rule goes with its set's entries.
-	p.OnServiceDelete(web)
+	p.OnServiceDelete(desired.ServiceOf(web))
 	p.SyncNow()
 	if strings.Contains(k.Sets.Dump(), desired.SetNodePortTCP) || nodePortRule() {
 		t.Fatalf("node port entry, or its rule, left behind:\n%s", k.Sets.Dump())
@@ -147,7 +147,7 @@ func TestNodeCIDRFollowsTheNode(t *testing.T) {
 	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14, DetectLocal: glue.DetectNodeCIDR}, SyncPeriod: time.Hour},
 		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, NodeAddrs: &nodeaddrs.Fake{}},
 		zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
+	p.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -194,7 +194,7 @@ func TestARestartWaitsForTheNodeAddresses(t *testing.T) {
 		p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 			Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: &iptables.Fake{}, NodeAddrs: addrs},
 			zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
-		p.OnServiceAdd(web)
+		p.OnServiceAdd(desired.ServiceOf(web))
 		p.OnServicesSynced()
 		p.OnEndpointSlicesSynced()
 		return p

@@ -58,7 +58,7 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 	p, k, ipt, _ := newTestProxier(t)
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.SyncNow()
 	if k.IPVS.Dump() != "" || len(ipt.Payloads) != 0 {
 		t.Fatal("synced before the caches were synced")
@@ -93,7 +93,7 @@ func TestProxierSyncsOnlyAfterCachesAndOnlyWhatChanged(t *testing.T) {
 
 	// A deleted Service whose real server carries no connection goes at
 	// once; nothing is left for a drift check.
-	p.OnServiceDelete(web)
+	p.OnServiceDelete(desired.ServiceOf(web))
 	p.SyncNow()
 	fakekernel.ExpectOps(t, k, "delete-addr 10.96.0.10", "delete-entry KUBE-CLUSTER-IP 10.96.0.10,tcp:80", "delete-entry KUBE-IPVS-IPS 10.96.0.10",
 		"delete-vs 10.96.0.10:80/TCP")
@@ -126,7 +126,7 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(k.IPVS.Dump(), "-A 10.96.0.10:80/TCP"); time.Sleep(time.Millisecond) {
@@ -146,7 +146,7 @@ func TestProxierReportsBadInputOnce(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	bad := testobj.Service("10.96.0.10", testobj.Port("a", v1.ProtocolTCP, 80), testobj.Port("b", "ICMP", 81))
-	p.OnServiceAdd(bad)
+	p.OnServiceAdd(desired.ServiceOf(bad))
 	p.SyncNow()
 	p.drift.needFull = true // a drift check must not repeat it
 	p.SyncNow()
@@ -184,7 +184,7 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.SyncNow()
 	if k.IPVS.Dump() == "" {
 		t.Fatal("service not programmed")
@@ -193,7 +193,7 @@ func TestProxierKeepsDeletionsAcrossAFailedSetup(t *testing.T) {
 	// The Service is deleted while a drift check is due whose setup fails:
 	// the deletion is applied all the same, the kernel is still read, and
 	// the setup is retried alone.
-	p.OnServiceDelete(web)
+	p.OnServiceDelete(desired.ServiceOf(web))
 	p.drift.needFull = true
 	ipt.SetHook(oplog.FailWith(fmt.Errorf("iptables: injected failure"), "save", "restore"))
 	p.SyncNow()
@@ -222,14 +222,14 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	// the chains do not change with the Services added below.
 	kubernetes := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
-	p.OnServiceAdd(kubernetes)
+	p.OnServiceAdd(desired.ServiceOf(kubernetes))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow() // the first, full sync
 	restores := len(ipt.Payloads)
 
 	k.IPVS.SetHook(oplog.FailOnce("add-vs 10.96.0.10"))
-	p.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
+	p.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))))
 	p.SyncNow()
 	if !p.drift.fullAt.IsZero() || p.drift.needFull {
 		t.Fatal("a failed object must not schedule a full re-read")
@@ -238,7 +238,7 @@ func TestProxierFailingObjectDoesNotForceFullSyncs(t *testing.T) {
 	// object waits for its retry.
 	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
-	p.OnServiceAdd(other)
+	p.OnServiceAdd(desired.ServiceOf(other))
 	p.SyncNow()
 	if len(ipt.Payloads) != restores {
 		t.Fatal("a sync after a failed object ran a full sync")
@@ -275,7 +275,7 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	eps := testobj.Slice("kubernetes", []discovery.EndpointPort{testobj.SlicePort("https", v1.ProtocolTCP, 6443)}, testobj.EP{IP: "10.0.0.1"})
 	eps.Namespace, eps.Labels[discovery.LabelServiceName] = "default", "kubernetes"
 	// Its address and ipset entries are in place.
-	st, _ := desired.Compute(api, []*desired.Slice{desired.SliceOf(eps)}, &p.cfg.Desired, desired.Node{})
+	st, _ := desired.Compute(desired.ServiceOf(api), []*desired.Slice{desired.SliceOf(eps)}, &p.cfg.Desired, desired.Node{})
 	_ = k.Links.EnsureLink()
 	for _, err := range k.Links.AddAddresses(st.Addresses) {
 		if err != nil {
@@ -292,8 +292,8 @@ func TestProxierFirstSyncWritesCriticalServicesOverTheKernelsState(t *testing.T)
 	}
 	k.Ops()
 
-	p.OnServiceAdd(web)
-	p.OnServiceAdd(api)
+	p.OnServiceAdd(desired.ServiceOf(web))
+	p.OnServiceAdd(desired.ServiceOf(api))
 	p.OnEndpointSliceAdd(desired.SliceOf(eps))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -329,7 +329,7 @@ func TestFirstSyncWarnsOfCriticalServicesThatDoNotExist(t *testing.T) {
 		zap.New(core), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	kube := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
 	kube.Namespace, kube.Name = "default", "kubernetes"
-	p.OnServiceAdd(kube)
+	p.OnServiceAdd(desired.ServiceOf(kube))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -354,7 +354,7 @@ func TestAfterFirstSyncRunsOnceAfterTheFirstSuccessfulSync(t *testing.T) {
 	// write no longer fails a sync: see status.Table.)
 	k.IPVS.SetHook(oplog.FailWith(errors.New("netlink receive: no buffer space available"), "list-", "get-", "read-"))
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.SyncNow()
 	p.SyncNow()
 	time.Sleep(50 * time.Millisecond) // it is called on a goroutine of its own
@@ -389,13 +389,13 @@ func TestProxierSyncsBesideBackgroundDriftChecks(t *testing.T) {
 	for i := range 40 {
 		s := testobj.Service(fmt.Sprintf("10.96.1.%d", i), testobj.Port("", v1.ProtocolTCP, 80))
 		s.Name = fmt.Sprint("s", i)
-		p.OnServiceAdd(s)
+		p.OnServiceAdd(desired.ServiceOf(s))
 		want[s.Spec.ClusterIP] = true
 		if i%4 == 3 {
 			old := fmt.Sprintf("10.96.1.%d", i-2)
 			gone := testobj.Service(old, testobj.Port("", v1.ProtocolTCP, 80))
 			gone.Name = fmt.Sprint("s", i-2)
-			p.OnServiceDelete(gone)
+			p.OnServiceDelete(desired.ServiceOf(gone))
 			delete(want, old)
 		}
 		if i == 20 {

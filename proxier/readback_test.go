@@ -28,7 +28,7 @@ func addWeb(p *Proxier, name, vip string, ips ...string) {
 	}
 	es := testobj.Slice(name+"-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, eps...)
 	es.Labels[discovery.LabelServiceName] = name
-	p.OnServiceAdd(service)
+	p.OnServiceAdd(desired.ServiceOf(service))
 	p.OnEndpointSliceAdd(desired.SliceOf(es))
 	p.SyncNow()
 }
@@ -69,7 +69,7 @@ func TestLostAcknowledgementsAreReadBackNotReported(t *testing.T) {
 	k.SetHook(oplog.LoseAnswers("delete-"))
 	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
-	p.OnServiceDelete(other)
+	p.OnServiceDelete(desired.ServiceOf(other))
 	p.SyncNow()
 	if got := k.Lines(); slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "10.96.0.11") }) {
 		t.Fatalf("ns/other left:\n%s", strings.Join(got, "\n"))

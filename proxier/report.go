@@ -37,7 +37,7 @@ func (p *Proxier) report(in serviceInput, problems []string) {
 	p.problems[in.name] = msg
 	p.log.Warn("skipping invalid parts of service", zap.Stringer("service", in.name), zap.String("problems", msg))
 	if p.events != nil && in.service != nil {
-		p.events.Eventf(in.service, nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", msg)
+		p.events.Eventf(in.service.Reference(), nil, v1.EventTypeWarning, "InvalidService", "Sync", "kube-ipvs-proxy skipped: %s", msg)
 	}
 }
 
@@ -70,7 +70,7 @@ func (p *Proxier) reportObjects(out reconciler.Outcome) int {
 			evented[r.Owner] = true
 			// No node in the note: the same refusal on many nodes is one
 			// Event (named by its content), each node its reporter.
-			p.events.Eventf(svc, nil, v1.EventTypeWarning, "KernelRefused", "Sync",
+			p.events.Eventf(svc.Reference(), nil, v1.EventTypeWarning, "KernelRefused", "Sync",
 				"kube-ipvs-proxy could not program %s %s: %v; retrying", strings.ReplaceAll(string(r.Kind), "_", " "), r.Object, r.Err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
-	v1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
@@ -96,7 +95,7 @@ func (p *Proxier) syncRoutes() {
 	}
 	p.log.Info("Service CIDRs routed locally", zap.Stringers("cidrs", routed))
 	p.nodeIPs.current.Routed = routed
-	p.changeTracker.touch(func(*v1.Service) bool { return true })
+	p.changeTracker.touch(func(*desired.Service) bool { return true })
 }
 
 // dropLocalRoutes deletes, in the default mode, the local routes a proxier

@@ -40,7 +40,7 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 	web.Spec.ExternalIPs = []string{"192.0.2.10"}
 	sl := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	sl.Labels[discovery.LabelServiceName] = "web"
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.OnEndpointSliceAdd(desired.SliceOf(sl))
 	p.OnServiceCIDRs([]string{"10.96.0.0/12", "fd00:96::/108"})
 	p.OnServicesSynced()
@@ -80,7 +80,7 @@ func TestLocalRoutesReplaceClusterIPAddresses(t *testing.T) {
 	_ = k2.Links.EnsureLink() // the node as local-route mode left it
 	_ = k2.Links.SetLocalRoutes([]netip.Prefix{cidr})
 	_ = k2.Links.AddAddress(netip.MustParseAddr("192.0.2.10"))
-	back.OnServiceAdd(web)
+	back.OnServiceAdd(desired.ServiceOf(web))
 	back.OnEndpointSliceAdd(desired.SliceOf(sl))
 	back.OnServicesSynced()
 	back.OnEndpointSlicesSynced()
@@ -169,7 +169,7 @@ func routeDualStack(k fakekernel.Kernel, ipt, ip6t *iptables.Fake, log *zap.Logg
 	for i, ip := range []string{"10.96.0.10", "fd00:96::10"} {
 		svc := testobj.Service(ip, testobj.Port("http", v1.ProtocolTCP, 80))
 		svc.Name = fmt.Sprintf("web-%d", i)
-		p.OnServiceAdd(svc)
+		p.OnServiceAdd(desired.ServiceOf(svc))
 	}
 	p.OnServiceCIDRs([]string{"fd00:96::/108", "10.96.0.0/12"})
 	p.OnServicesSynced()

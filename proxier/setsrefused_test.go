@@ -26,7 +26,7 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 	web.Name = "web"
 	local := testobj.Slice("web-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1", Node: "me"})
 	local.Labels[discovery.LabelServiceName] = "web"
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.OnEndpointSliceAdd(desired.SliceOf(local))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
@@ -54,7 +54,7 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 
 	// Meanwhile the chains follow the Services at each sync, without
 	// waiting for the setup's retry.
-	p.OnServiceAdd(externalService("ext", "10.96.0.11", "192.0.2.11"))
+	p.OnServiceAdd(desired.ServiceOf(externalService("ext", "10.96.0.11", "192.0.2.11")))
 	p.SyncNow()
 	if c := ipt.Dump(); !strings.Contains(c, externalRule) {
 		t.Fatalf("a new external IP's rule waits for the refused set:\n%s", c)

@@ -83,7 +83,7 @@ func (p *Proxier) chainsFor(inputs []serviceInput) int {
 			continue
 		}
 		// ClusterIP alone, from an apiserver older than dual-stack.
-		for _, ip := range append([]string{in.service.Spec.ClusterIP}, in.service.Spec.ClusterIPs...) {
+		for _, ip := range append([]string{in.service.ClusterIP}, in.service.ClusterIPs...) {
 			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
 				return len(p.glues)
 			}

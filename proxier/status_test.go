@@ -38,7 +38,7 @@ func twoWebServices(p *Proxier) {
 		service.Name = s.name
 		es := testobj.Slice(s.name+"-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, s.eps...)
 		es.Labels[discovery.LabelServiceName] = s.name
-		p.OnServiceAdd(service)
+		p.OnServiceAdd(desired.ServiceOf(service))
 		p.OnEndpointSliceAdd(desired.SliceOf(es))
 	}
 	p.SyncNow()

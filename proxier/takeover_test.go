@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 )
 
@@ -38,7 +39,7 @@ func TestTakeoverFromIPTablesModeWritesChainsAfterIPVS(t *testing.T) {
 	})
 	web := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
 	web.Name = "web"
-	p.OnServiceAdd(web)
+	p.OnServiceAdd(desired.ServiceOf(web))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	if err := p.setupKernel(false); err != nil { // the early setup

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
@@ -19,7 +17,7 @@ import (
 // changes nothing the proxier uses is dropped.
 type changeTracker struct {
 	mu       sync.Mutex
-	services map[types.NamespacedName]*v1.Service
+	services map[types.NamespacedName]*desired.Service
 	// slices holds each Service's slices sorted by name: most Services
 	// have one, for which a map would cost ~0.4 KB (17 MB at 50k).
 	slices  map[types.NamespacedName][]*desired.Slice
@@ -49,7 +47,7 @@ type trigger struct {
 
 func newChangeTracker(onChange func()) *changeTracker {
 	return &changeTracker{
-		services: map[types.NamespacedName]*v1.Service{},
+		services: map[types.NamespacedName]*desired.Service{},
 		slices:   map[types.NamespacedName][]*desired.Slice{},
 		pending:  map[types.NamespacedName]*pendingChange{},
 		onChange: onChange,
@@ -72,16 +70,14 @@ func (t *changeTracker) notify() {
 }
 
 // serviceChanged says whether anything the proxier programs differs.
-func serviceChanged(old, cur *v1.Service) bool {
+func serviceChanged(old, cur *desired.Service) bool {
 	if old == nil || cur == nil {
 		return old != cur
 	}
-	return !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
-		!equality.Semantic.DeepEqual(old.Status.LoadBalancer, cur.Status.LoadBalancer) ||
-		old.Annotations[desired.SchedulerAnnotation] != cur.Annotations[desired.SchedulerAnnotation]
+	return !old.SameSpec(cur)
 }
 
-func (t *changeTracker) setService(name types.NamespacedName, svc *v1.Service) {
+func (t *changeTracker) setService(name types.NamespacedName, svc *desired.Service) {
 	t.mu.Lock()
 	old := t.services[name]
 	if svc == nil {
@@ -100,13 +96,13 @@ func (t *changeTracker) setService(name types.NamespacedName, svc *v1.Service) {
 	}
 }
 
-func (t *changeTracker) OnServiceAdd(svc *v1.Service) {
+func (t *changeTracker) OnServiceAdd(svc *desired.Service) {
 	t.setService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc)
 }
 
-func (t *changeTracker) OnServiceUpdate(_, svc *v1.Service) { t.OnServiceAdd(svc) }
+func (t *changeTracker) OnServiceUpdate(_, svc *desired.Service) { t.OnServiceAdd(svc) }
 
-func (t *changeTracker) OnServiceDelete(svc *v1.Service) {
+func (t *changeTracker) OnServiceDelete(svc *desired.Service) {
 	t.setService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, nil)
 }
 
@@ -203,7 +199,7 @@ func (t *changeTracker) synced() bool {
 // serviceInput is one Service and its slices as of a sync.
 type serviceInput struct {
 	name    types.NamespacedName
-	service *v1.Service
+	service *desired.Service
 	slices  []*desired.Slice
 	change  *pendingChange // nil when the Service did not change
 }
@@ -258,7 +254,7 @@ func (t *changeTracker) input(n types.NamespacedName) serviceInput {
 
 // touch queues the known Services that match for recomputation with no
 // edit counted: something besides the objects (the node) changed.
-func (t *changeTracker) touch(match func(*v1.Service) bool) {
+func (t *changeTracker) touch(match func(*desired.Service) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for name, svc := range t.services {
@@ -269,7 +265,7 @@ func (t *changeTracker) touch(match func(*v1.Service) bool) {
 }
 
 // service returns the latest Service of that name, or nil.
-func (t *changeTracker) service(n types.NamespacedName) *v1.Service {
+func (t *changeTracker) service(n types.NamespacedName) *desired.Service {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.services[n]

@@ -19,7 +19,7 @@ import (
 func renderInput(in serviceInput) string {
 	var b strings.Builder
 	if in.service != nil {
-		b.WriteString(in.service.Spec.ClusterIP)
+		b.WriteString(in.service.ClusterIP)
 	} else {
 		b.WriteString("-")
 	}
@@ -41,13 +41,13 @@ func FuzzChangeTracker(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		names := []string{"a", "b", "c"}
 		tr := newChangeTracker(nil)
-		services := map[string]*v1.Service{}
+		services := map[string]*desired.Service{}
 		sl := map[string]*desired.Slice{} // by slice name
 		seen := map[types.NamespacedName]string{}
-		newService := func(n string, v int) *v1.Service {
+		newService := func(n string, v int) *desired.Service {
 			s := testobj.Service(fmt.Sprintf("10.96.0.%d", v), testobj.Port("", v1.ProtocolTCP, 80))
 			s.Name = n
-			return s
+			return desired.ServiceOf(s)
 		}
 		newSlice := func(n, owner string, v int) *desired.Slice {
 			s := testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: fmt.Sprintf("10.244.0.%d", v)})

@@ -16,15 +16,15 @@ func TestTrackerCoalescesChangesPerService(t *testing.T) {
 	notified := 0
 	tr := newChangeTracker(func() { notified++ })
 	a := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
-	tr.OnServiceAdd(a)
+	tr.OnServiceAdd(desired.ServiceOf(a))
 	b := a.DeepCopy()
 	b.Spec.Ports[0].Port = 81
-	tr.OnServiceUpdate(a, b)
+	tr.OnServiceUpdate(desired.ServiceOf(a), desired.ServiceOf(b))
 	s := testobj.Slice("s-1", []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})
 	tr.OnEndpointSliceAdd(desired.SliceOf(s))
 
 	ins := tr.take(false)
-	if len(ins) != 1 || ins[0].service.Spec.Ports[0].Port != 81 || len(ins[0].slices) != 1 {
+	if len(ins) != 1 || ins[0].service.Ports[0].Port != 81 || len(ins[0].slices) != 1 {
 		t.Fatalf("want one input with the latest service and its slice, got %+v", ins)
 	}
 	if ins[0].change.serviceEdits != 2 || ins[0].change.sliceEdits != 1 || notified != 3 {
@@ -59,13 +59,13 @@ func TestTrackerMovesRelabelledSlice(t *testing.T) {
 
 func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
 	tr := newChangeTracker(nil)
-	tr.OnServiceAdd(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80)))
+	tr.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))))
 	for _, n := range []string{"s-b", "s-a", "s-c"} {
 		tr.OnEndpointSliceAdd(desired.SliceOf(testobj.Slice(n, []discovery.EndpointPort{testobj.SlicePort("", v1.ProtocolTCP, 8080)}, testobj.EP{IP: "10.244.0.1"})))
 	}
 	other := testobj.Service("10.96.0.11", testobj.Port("", v1.ProtocolTCP, 80))
 	other.Name = "other"
-	tr.OnServiceAdd(other)
+	tr.OnServiceAdd(desired.ServiceOf(other))
 
 	s, absent := types.NamespacedName{Namespace: "ns", Name: "s"}, types.NamespacedName{Namespace: "ns", Name: "absent"}
 	peeked := tr.peek([]types.NamespacedName{s, absent})
@@ -89,17 +89,17 @@ func TestTrackerPeekLeavesChangesPendingAndSortsSlices(t *testing.T) {
 func TestTrackerSeesSchedulerAnnotationEdits(t *testing.T) {
 	tr := newChangeTracker(nil)
 	a := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
-	tr.OnServiceAdd(a)
+	tr.OnServiceAdd(desired.ServiceOf(a))
 	tr.take(false)
 	other := a.DeepCopy()
 	other.Annotations = map[string]string{"team": "a"}
-	tr.OnServiceUpdate(a, other)
+	tr.OnServiceUpdate(desired.ServiceOf(a), desired.ServiceOf(other))
 	if n := len(tr.take(false)); n != 0 {
 		t.Fatalf("another annotation queued %d changes", n)
 	}
 	sched := other.DeepCopy()
 	sched.Annotations[desired.SchedulerAnnotation] = "lc"
-	tr.OnServiceUpdate(other, sched)
+	tr.OnServiceUpdate(desired.ServiceOf(other), desired.ServiceOf(sched))
 	if ins := tr.take(false); len(ins) != 1 {
 		t.Fatalf("the scheduler annotation queued %d changes, want 1", len(ins))
 	}

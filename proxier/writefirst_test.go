@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
@@ -23,7 +24,7 @@ func TestChangedServicesAreWrittenFirst(t *testing.T) {
 	}
 	big := testobj.Service("10.96.0.10", ports...)
 	big.Name = "big"
-	p.OnServiceAdd(big)
+	p.OnServiceAdd(desired.ServiceOf(big))
 	p.OnServicesSynced()
 	p.OnEndpointSlicesSynced()
 	p.SyncNow()
@@ -37,7 +38,7 @@ func TestChangedServicesAreWrittenFirst(t *testing.T) {
 
 	small := testobj.Service("10.96.0.20", testobj.Port("", v1.ProtocolTCP, 80))
 	small.Name = "small"
-	p.OnServiceAdd(small)
+	p.OnServiceAdd(desired.ServiceOf(small))
 	p.drift.needFull = true // the drift check finds big's virtual servers gone
 	p.SyncNow()
 	ops := k.IPVS.TakeOps()

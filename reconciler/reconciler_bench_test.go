@@ -85,7 +85,7 @@ func BenchmarkConvergedHeap(b *testing.B) {
 			for e := 0; e < 10; e++ {
 				eps = append(eps, testobj.EP{IP: fmt.Sprintf("10.%d.%d.%d", 100+e, s>>8, s&0xff), Ready: testobj.Yes})
 			}
-			st, _ := desired.Compute(service, []*desired.Slice{desired.SliceOf(testobj.Slice("e", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, eps...))}, cfg, desired.Node{})
+			st, _ := desired.Compute(desired.ServiceOf(service), []*desired.Slice{desired.SliceOf(testobj.Slice("e", []discovery.EndpointPort{testobj.SlicePort("http", v1.ProtocolTCP, 8080)}, eps...))}, cfg, desired.Node{})
 			r.Record([]Change{{Name: types.NamespacedName{Namespace: "ns", Name: service.Name}, State: st}})
 		}
 		r.Sync(nil, nil)
