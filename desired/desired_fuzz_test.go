@@ -56,7 +56,7 @@ func fuzzService(b *testobj.FuzzBytes, extra ...string) (*v1.Service, []*discove
 	}
 	for range b.Next() % 3 {
 		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: testobj.Choose(b, addrs...),
-			IPMode: testobj.Choose(b, nil, ptr.To(v1.LoadBalancerIPModeVIP), ptr.To(v1.LoadBalancerIPModeProxy), ptr.To[v1.LoadBalancerIPMode]("Bogus"))})
+			IPMode: testobj.Choose(b, nil, ptr.To(v1.LoadBalancerIPModeVIP), ptr.To(v1.LoadBalancerIPModeProxy), ptr.To[v1.LoadBalancerIPMode]("Bogus"), ptr.To[v1.LoadBalancerIPMode](""))})
 	}
 	for range b.Next() % 3 {
 		svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, testobj.Choose(b, append(slices.Clone(fuzzRanges), extra...)...))

@@ -416,9 +416,9 @@ func loadBalancerIPsOf(svc *Service) ([]netip.Addr, []string) {
 		if ing.IP == "" {
 			continue
 		}
-		if ing.IPMode != "" && ing.IPMode != v1.LoadBalancerIPModeVIP {
-			if ing.IPMode != v1.LoadBalancerIPModeProxy {
-				problems = append(problems, fmt.Sprintf("load-balancer ingress %s: unknown ipMode %q; skipped", ing.IP, ing.IPMode))
+		if ing.IPMode != nil && *ing.IPMode != v1.LoadBalancerIPModeVIP {
+			if *ing.IPMode != v1.LoadBalancerIPModeProxy {
+				problems = append(problems, fmt.Sprintf("load-balancer ingress %s: unknown ipMode %q; skipped", ing.IP, *ing.IPMode))
 			}
 			continue // Proxy: the load balancer sends traffic to the node, not to the VIP
 		}

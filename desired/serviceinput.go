@@ -53,10 +53,10 @@ type ServicePort struct {
 }
 
 // Ingress is a load-balancer ingress point: its IP ("" for one with a
-// hostname only) and ipMode ("" if unset).
+// hostname only) and ipMode (nil if unset).
 type Ingress struct {
 	IP     string
-	IPMode v1.LoadBalancerIPMode
+	IPMode *v1.LoadBalancerIPMode
 }
 
 // ServiceOf reads s (nil: nil). Enumerated values are the API's
@@ -77,7 +77,7 @@ func ServiceOf(s *v1.Service) *Service {
 		HealthCheckNodePort:   sp.HealthCheckNodePort,
 	}
 	if len(out.ClusterIPs) > 0 && out.ClusterIPs[0] == out.ClusterIP {
-		out.ClusterIPs[0] = out.ClusterIP // one string, not two
+		out.ClusterIP = out.ClusterIPs[0] // one string, not two
 	}
 	if p := sp.InternalTrafficPolicy; p != nil {
 		out.InternalTrafficPolicy = constant(*p, v1.ServiceInternalTrafficPolicyCluster, v1.ServiceInternalTrafficPolicyLocal)
@@ -98,9 +98,7 @@ func ServiceOf(s *v1.Service) *Service {
 		out.Ingress = make([]Ingress, len(in))
 		for i, ing := range in {
 			out.Ingress[i].IP = ing.IP
-			if ing.IPMode != nil {
-				out.Ingress[i].IPMode = constant(*ing.IPMode, v1.LoadBalancerIPModeVIP, v1.LoadBalancerIPModeProxy)
-			}
+			out.Ingress[i].IPMode = ipMode(ing.IPMode)
 		}
 	}
 	return out
@@ -111,11 +109,13 @@ func ServiceOf(s *v1.Service) *Service {
 func (s *Service) SameSpec(o *Service) bool {
 	return s.Type == o.Type && s.ClusterIP == o.ClusterIP && slices.Equal(s.ClusterIPs, o.ClusterIPs) &&
 		slices.Equal(s.Ports, o.Ports) && slices.Equal(s.ExternalIPs, o.ExternalIPs) &&
-		slices.Equal(s.LoadBalancerSourceRanges, o.LoadBalancerSourceRanges) && slices.Equal(s.Ingress, o.Ingress) &&
+		slices.Equal(s.LoadBalancerSourceRanges, o.LoadBalancerSourceRanges) && slices.EqualFunc(s.Ingress, o.Ingress, Ingress.equal) &&
 		s.SessionAffinity == o.SessionAffinity && equalPtr(s.StickySeconds, o.StickySeconds) &&
 		s.ExternalTrafficPolicy == o.ExternalTrafficPolicy && s.InternalTrafficPolicy == o.InternalTrafficPolicy &&
 		s.HealthCheckNodePort == o.HealthCheckNodePort && equalPtr(s.Scheduler, o.Scheduler)
 }
+
+func (i Ingress) equal(o Ingress) bool { return i.IP == o.IP && equalPtr(i.IPMode, o.IPMode) }
 
 func equalPtr[T comparable](a, b *T) bool {
 	if a == nil || b == nil {
@@ -134,6 +134,23 @@ func (s *Service) GetObjectMeta() metav1.Object {
 func (s *Service) Reference() *v1.ObjectReference {
 	return &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: s.Namespace, Name: s.Name,
 		UID: s.UID, ResourceVersion: s.ResourceVersion}
+}
+
+// The ipModes ingress points share. Nothing writes through them.
+var ipModeVIP, ipModeProxy = v1.LoadBalancerIPModeVIP, v1.LoadBalancerIPModeProxy
+
+// ipMode points at the shared value equal to *m, or at a copy of another.
+func ipMode(m *v1.LoadBalancerIPMode) *v1.LoadBalancerIPMode {
+	switch {
+	case m == nil:
+		return nil
+	case *m == ipModeVIP:
+		return &ipModeVIP
+	case *m == ipModeProxy:
+		return &ipModeProxy
+	}
+	other := *m
+	return &other
 }
 
 // constant returns the known value equal to s, or s.

@@ -38,7 +38,8 @@ func TestServiceSameSpec(t *testing.T) {
 		"external IPs":     func(s *Service) { s.ExternalIPs = nil },
 		"source ranges":    func(s *Service) { s.LoadBalancerSourceRanges[0] = "192.0.3.0/24" },
 		"ingress IP":       func(s *Service) { s.Ingress[0].IP = "192.0.2.8" },
-		"ingress mode":     func(s *Service) { s.Ingress[0].IPMode = v1.LoadBalancerIPModeProxy },
+		"ingress mode":     func(s *Service) { s.Ingress[0].IPMode = ptr.To(v1.LoadBalancerIPModeProxy) },
+		"ingress mode set": func(s *Service) { s.Ingress[0].IPMode = ptr.To(v1.LoadBalancerIPMode("")) },
 		"affinity":         func(s *Service) { s.SessionAffinity = v1.ServiceAffinityNone },
 		"sticky timeout":   func(s *Service) { s.StickySeconds = ptr.To[int32](61) },
 		"no timeout":       func(s *Service) { s.StickySeconds = nil },
@@ -59,6 +60,7 @@ func TestServiceSameSpec(t *testing.T) {
 	other := base()
 	other.Name, other.ResourceVersion, other.UID, other.Created = "x", "2", "u2", time.Now()
 	other.StickySeconds, other.Scheduler = ptr.To[int32](60), ptr.To("lc") // equal values, other pointers
+	other.Ingress = []Ingress{{IP: "192.0.2.9"}}
 	if !base().SameSpec(other) {
 		t.Error("a Service that programs the same counts as changed")
 	}
@@ -72,27 +74,34 @@ func TestServiceOf(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", ResourceVersion: "7", UID: types.UID("u1"),
 			CreationTimestamp: created, Annotations: map[string]string{SchedulerAnnotation: "lc", "team": "a"}},
 		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1", "fd00::1"},
-			Ports:                 []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}},
+			Ports:       []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}},
+			ExternalIPs: []string{"192.0.2.1"}, LoadBalancerSourceRanges: []string{"192.0.2.0/24"},
 			ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: 31000,
-			SessionAffinity:       v1.ServiceAffinityClientIP},
+			InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyLocal),
+			SessionAffinity:       v1.ServiceAffinityClientIP,
+			SessionAffinityConfig: &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}},
 		Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{
-			{IP: "192.0.2.9", IPMode: ptr.To(v1.LoadBalancerIPModeProxy)}, {Hostname: "lb.example"}}}},
+			{IP: "192.0.2.9", IPMode: ptr.To(v1.LoadBalancerIPModeProxy)}, {Hostname: "lb.example"},
+			{IP: "192.0.2.10", IPMode: ptr.To(v1.LoadBalancerIPMode(""))}}}},
 	}
 	got := ServiceOf(in)
 	want := &Service{Type: v1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1", "fd00::1"},
-		Ports:                 []ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}},
-		Ingress:               []Ingress{{IP: "192.0.2.9", IPMode: v1.LoadBalancerIPModeProxy}, {}},
+		Ports:       []ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}},
+		ExternalIPs: []string{"192.0.2.1"}, LoadBalancerSourceRanges: []string{"192.0.2.0/24"},
+		Ingress: []Ingress{{IP: "192.0.2.9", IPMode: ptr.To(v1.LoadBalancerIPModeProxy)}, {},
+			{IP: "192.0.2.10", IPMode: ptr.To(v1.LoadBalancerIPMode(""))}},
 		ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: 31000,
-		SessionAffinity: v1.ServiceAffinityClientIP, Scheduler: ptr.To("lc")}
-	if !got.SameSpec(want) || got.StickySeconds != nil || got.InternalTrafficPolicy != "" ||
-		got.Namespace != "ns" || got.Name != "web" || got.ResourceVersion != "7" || got.UID != "u1" || !got.Created.Equal(created.Time) {
+		InternalTrafficPolicy: v1.ServiceInternalTrafficPolicyLocal,
+		SessionAffinity:       v1.ServiceAffinityClientIP, StickySeconds: ptr.To[int32](60), Scheduler: ptr.To("lc")}
+	if !got.SameSpec(want) || got.Namespace != "ns" || got.Name != "web" || got.ResourceVersion != "7" || got.UID != "u1" ||
+		!got.Created.Equal(created.Time) {
 		t.Fatalf("read\n%+v\nwant\n%+v", got, want)
+	}
+	if bare := ServiceOf(&v1.Service{}); bare.Scheduler != nil || bare.StickySeconds != nil || bare.InternalTrafficPolicy != "" {
+		t.Errorf("a bare Service read with fields set: %+v", bare)
 	}
 	if unsafe.StringData(got.ClusterIPs[0]) != unsafe.StringData(got.ClusterIP) {
 		t.Error("the first cluster IP is a second copy of clusterIP")
-	}
-	if ServiceOf(&v1.Service{}).Scheduler != nil {
-		t.Error("a Service without the annotation read as having a scheduler")
 	}
 
 	apiRef, err := reference.GetReference(kubeclient.Scheme, in)

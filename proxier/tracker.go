@@ -69,12 +69,14 @@ func (t *changeTracker) notify() {
 	}
 }
 
-// serviceChanged says whether anything the proxier programs differs.
+// serviceChanged says whether anything the proxier programs differs, or
+// the Service is another of the same name (deleted and made again between
+// two lists): its UID and age decide the claims it wins.
 func serviceChanged(old, cur *desired.Service) bool {
 	if old == nil || cur == nil {
 		return old != cur
 	}
-	return !old.SameSpec(cur)
+	return !old.SameSpec(cur) || old.UID != cur.UID
 }
 
 func (t *changeTracker) setService(name types.NamespacedName, svc *desired.Service) {

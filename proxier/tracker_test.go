@@ -104,3 +104,25 @@ func TestTrackerSeesSchedulerAnnotationEdits(t *testing.T) {
 		t.Fatalf("the scheduler annotation queued %d changes, want 1", len(ins))
 	}
 }
+
+// A Service deleted and made again with the same spec, seen only as an
+// update (the watch missed the delete), is another Service: its UID and
+// age decide the virtual servers it wins, so it is recomputed.
+func TestTrackerCountsAnotherUIDAsAChange(t *testing.T) {
+	tr := newChangeTracker(nil)
+	a := testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))
+	a.UID = "first"
+	tr.OnServiceAdd(desired.ServiceOf(a))
+	tr.take(false)
+	again := a.DeepCopy()
+	again.ResourceVersion = "2"
+	tr.OnServiceUpdate(desired.ServiceOf(a), desired.ServiceOf(again))
+	if ins := tr.take(false); len(ins) != 0 {
+		t.Fatalf("an update that changes nothing queued %+v", ins)
+	}
+	again.UID = "second"
+	tr.OnServiceUpdate(desired.ServiceOf(a), desired.ServiceOf(again))
+	if ins := tr.take(false); len(ins) != 1 || ins[0].service.UID != "second" {
+		t.Fatalf("the Service made again was not queued: %+v", ins)
+	}
+}
