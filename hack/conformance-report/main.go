@@ -18,6 +18,7 @@ import (
 
 type suites struct {
 	Suites []struct {
+		Time  float64    `xml:"time,attr"`
 		Cases []testcase `xml:"testcase"`
 	} `xml:"testsuite"`
 }
@@ -54,11 +55,13 @@ func main() {
 
 func run(dir string, proxiers []string) error {
 	results := map[string]map[string]result{} // test → proxier → result
+	took := map[string]float64{}              // proxier → the suite's seconds
 	for _, p := range proxiers {
-		rs, err := read(filepath.Join(dir, p, "junit_01.xml"))
+		rs, seconds, err := read(filepath.Join(dir, p, "junit_01.xml"))
 		if err != nil {
 			return err
 		}
+		took[p] = seconds
 		for name, r := range rs {
 			if results[name] == nil {
 				results[name] = map[string]result{}
@@ -73,7 +76,7 @@ func run(dir string, proxiers []string) error {
 	slices.Sort(names)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kubernetes e2e tests (k8s.io/kubernetes e2e.test), every selected test\n\n")
-	summary := summarize(names, results, proxiers)
+	summary := summarize(names, results, took, proxiers)
 	fmt.Fprintf(&b, "%s\n\n| test | %s |\n|---|%s\n", summary, strings.Join(proxiers, " | "), strings.Repeat("---|", len(proxiers)))
 	for _, n := range names {
 		var cells []string
@@ -111,18 +114,21 @@ func run(dir string, proxiers []string) error {
 }
 
 // read returns the tests of one junit file that the focus and skip
-// expressions selected, by name (not the suite's set-up nodes).
-func read(path string) (map[string]result, error) {
+// expressions selected, by name (not the suite's set-up nodes), and how
+// long the suites took.
+func read(path string) (map[string]result, float64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var s suites
 	if err := xml.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
 	out := map[string]result{}
+	var seconds float64
 	for _, suite := range s.Suites {
+		seconds += suite.Time
 		for _, c := range suite.Cases {
 			name := strings.TrimPrefix(c.Name, "[It] ")
 			if !strings.HasPrefix(name, "[sig-") {
@@ -141,11 +147,11 @@ func read(path string) (map[string]result, error) {
 			out[name] = r
 		}
 	}
-	return out, nil
+	return out, seconds, nil
 }
 
 // summarize counts the passes per proxier, of the conformance tests and of all.
-func summarize(names []string, results map[string]map[string]result, proxiers []string) string {
+func summarize(names []string, results map[string]map[string]result, took map[string]float64, proxiers []string) string {
 	var parts []string
 	for _, p := range proxiers {
 		conf, confPassed, ran, passed := 0, 0, 0, 0
@@ -165,7 +171,11 @@ func summarize(names []string, results map[string]map[string]result, proxiers []
 				}
 			}
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d/%d conformance tests, %d/%d of all tests run", p, confPassed, conf, passed, ran))
+		part := fmt.Sprintf("%s: %d/%d conformance tests, %d/%d of all tests run", p, confPassed, conf, passed, ran)
+		if took[p] > 0 {
+			part += fmt.Sprintf(" in %.0f min", took[p]/60)
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const junitOurs = `<testsuites><testsuite>
+const junitOurs = `<testsuites><testsuite time="4135.6">
 <testcase name="[It] [sig-network] Services should serve a basic endpoint from pods [Conformance]" status="passed" time="20.5"></testcase>
 <testcase name="[It] [sig-network] Services should be rejected when no endpoints exist" status="failed" time="31"><failure message="no REFUSED"></failure></testcase>
 <testcase name="[It] [sig-network] Services should respect internalTrafficPolicy=Local Pod to Pod" status="skipped" time="0.1"><skipped message="Requires at least 2 nodes (not 1)"></skipped></testcase>
@@ -49,7 +49,7 @@ func TestReportPutsProxiersSideBySide(t *testing.T) {
 	report := string(b)
 	for _, want := range []string{
 		"| [sig-network] Services should serve endpoints on same port and different protocols [Conformance] | **failed** (94 s): service not reachable within 2m0s timeout | not run |",
-		"ours: 2/3 conformance tests, 2/4 of all tests run; upstream: 1/1 conformance tests, 2/2 of all tests run",
+		"ours: 2/3 conformance tests, 2/4 of all tests run in 69 min; upstream: 1/1 conformance tests, 2/2 of all tests run",
 		"| [sig-network] API Server should provide secure master service [Conformance] | passed (3 s) | not run |",
 		"| [sig-network] Services should be rejected when no endpoints exist | **failed** (31 s): no REFUSED | passed (12 s) |",
 		"| [sig-network] Services should respect internalTrafficPolicy=Local Pod to Pod | skipped: Requires at least 2 nodes (not 1) | not run |",
