@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,7 +160,7 @@ func run(ctx context.Context, log *zap.Logger, o *Options) error {
 	}
 	var p *proxier.Proxier
 	cfg.AfterFirstSync = func() {
-		afterFirstSync()
+		afterFirstSync(ctx)
 		if !p.IPTablesModeLeft() {
 			ipts = nil // nothing to look for: spare the node two iptables-save runs
 		}
@@ -250,24 +249,4 @@ func setOOMScoreAdj(v int) error {
 		return fmt.Errorf("set oom_score_adj %d: %w", v, err)
 	}
 	return nil
-}
-
-// steadyGCPercent is GOGC once the first sync is done. Go's default of 100
-// lets the heap grow to twice what is live before collecting: at 10k
-// Services ~110 MB live meant ~300 MB RSS. A node agent should be frugal,
-// and between changes the proxier allocates little (the drift check's
-// read), so collecting at 1.5x costs little CPU there. The cold start keeps
-// 100: it allocates at a high rate (decoding every object), where a tighter
-// GC means more collections for a peak that is returned right after anyway.
-// GOGC and GOMEMLIMIT in the environment take precedence.
-const steadyGCPercent = 50
-
-// afterFirstSync returns the first sync's peak (the informers' lists, every
-// Service computed at once) to the node now rather than over the runtime's
-// slow scavenging, and tightens the GC for the steady state.
-func afterFirstSync() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(steadyGCPercent)
-	}
-	debug.FreeOSMemory()
 }
