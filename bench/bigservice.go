@@ -109,7 +109,7 @@ func (b bigShape) objects() kernelObjects {
 		for p := 0; p < b.ports; p++ {
 			key := ipvs.Key{Address: a, Protocol: ipvs.TCP, Port: b.port(p)}
 			o.virtualServers = append(o.virtualServers, key)
-			o.entries = append(o.entries, benchEntry{set, ipset.Entry{IP: a, Protocol: "tcp", Port: key.Port}})
+			o.entries = append(o.entries, benchEntry{set, ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: key.Port}})
 		}
 	}
 	return o

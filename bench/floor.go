@@ -35,7 +35,7 @@ func floorColdStart(k kernel, n, perService int, mix string) (kubeReady, complet
 		}
 	}
 	kube := kernelObjects{virtualServers: []ipvs.Key{kubeKey}, addresses: []netip.Addr{kubeVIP},
-		entries: []benchEntry{{"KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: "tcp", Port: 443}}, {"KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}}}}
+		entries: []benchEntry{{"KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: ipset.EntryTCP, Port: 443}}, {"KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}}}}
 	took, err := floorWrite(k, kube, func(ipvs.Key) []netip.AddrPort { return []netip.AddrPort{kubeReal} })
 	addresses += took
 	if err != nil {

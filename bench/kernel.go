@@ -47,7 +47,7 @@ func (k kernel) kubernetesReady() bool {
 	if err != nil || len(reals) == 0 || reals[0].ID() != kubeReal || reals[0].Weight != 1 {
 		return false
 	}
-	if ok, err := k.sets.Has("KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: "tcp", Port: 443}); err != nil || !ok {
+	if ok, err := k.sets.Has("KUBE-CLUSTER-IP", ipset.Entry{IP: kubeVIP, Protocol: ipset.EntryTCP, Port: 443}); err != nil || !ok {
 		return false
 	}
 	if ok, err := k.sets.Has("KUBE-IPVS-IPS", ipset.Entry{IP: kubeVIP}); err != nil || !ok {

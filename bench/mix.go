@@ -110,7 +110,7 @@ var benchSets = map[string]ipset.Type{
 func objectsOf(i int, mix string, nodeAddrs []netip.Addr) kernelObjects {
 	s := shapeOf(i, mix)
 	vip := serviceIP(i)
-	vipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: "tcp", Port: 80} }
+	vipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: 80} }
 	o := kernelObjects{
 		virtualServers: []ipvs.Key{{Address: vip, Protocol: ipvs.TCP, Port: 80}},
 		addresses:      []netip.Addr{vip},
@@ -134,8 +134,7 @@ func objectsOf(i int, mix string, nodeAddrs []netip.Addr) kernelObjects {
 	if s.ingress.IsValid() {
 		o.entries = append(o.entries, benchEntry{"KUBE-LOAD-BALANCER", vipPort(s.ingress)}, benchEntry{"KUBE-LOAD-BALANCER-FW", vipPort(s.ingress)})
 		for _, r := range lbSourceRanges {
-			e := vipPort(s.ingress)
-			e.Net = netip.MustParsePrefix(r)
+			e := vipPort(s.ingress).WithNet(netip.MustParsePrefix(r))
 			o.entries = append(o.entries, benchEntry{"KUBE-LOAD-BALANCER-SOURCE-CIDR", e})
 		}
 	}

@@ -561,7 +561,7 @@ func (s *session) restartSample() []func() string {
 					return fmt.Sprintf("real server %s of %s", r, v.key)
 				}
 			}
-			entry := ipset.Entry{IP: v.key.Address, Protocol: "tcp", Port: v.key.Port}
+			entry := ipset.Entry{IP: v.key.Address, Protocol: ipset.EntryTCP, Port: v.key.Port}
 			if ok, err := s.k.sets.Has("KUBE-CLUSTER-IP", entry); err != nil || !ok {
 				return "KUBE-CLUSTER-IP " + entry.String()
 			}

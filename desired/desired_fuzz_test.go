@@ -181,15 +181,15 @@ func checkKernelObjects(t *testing.T, svc *v1.Service, st State, family map[stri
 		if !ok {
 			t.Fatalf("entry in an unknown set: %s", e)
 		}
-		for _, a := range []netip.Addr{e.Entry.IP, e.Entry.IP2, e.Entry.Net.Addr()} {
+		for _, a := range []netip.Addr{e.Entry.IP, e.Entry.IP2, e.Entry.Net().Addr()} {
 			if a.IsValid() && (FamilyOf(a) != fam || !usable(a)) {
 				t.Fatalf("entry of the wrong family for its set, or unusable: %s", e)
 			}
 		}
-		if e.Entry.Net.IsValid() && e.Entry.Net.Bits() == 0 {
+		if e.Entry.Net().IsValid() && e.Entry.Net().Bits() == 0 {
 			t.Fatalf("a /0 net, which hash:ip,port,net refuses: %s", e)
 		}
-		if e.Entry.IP.IsValid() && e.Entry.Protocol != "" && e.Entry.Port == 0 && e.Set != FamilyOf(e.Entry.IP).SetName(SetIPVSIPs) {
+		if e.Entry.IP.IsValid() && e.Entry.Protocol != 0 && e.Entry.Port == 0 && e.Set != FamilyOf(e.Entry.IP).SetName(SetIPVSIPs) {
 			t.Fatalf("entry of port 0: %s", e)
 		}
 	}

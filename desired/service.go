@@ -160,7 +160,7 @@ func Compute(svc *Service, slices []*Slice, cfg *Config, node Node) (State, []st
 			problems = append(problems, epProblems...)
 			choice := categorize(eps, policy, cfg.NodeName, node.Zone)
 			p := portState{State: &st, fam: f.fam, scheduler: scheduler, sticky: sticky, proto: proto,
-				lower: strings.ToLower(string(proto)), port: uint16(sp.Port)}
+				entryProto: objects.EntryProtocolOf(proto), port: uint16(sp.Port)}
 
 			internal, noLocal := choice.pick(policy.internalLocal)
 			st.NoLocalEndpoints[f.fam] = st.NoLocalEndpoints[f.fam] || noLocal
@@ -280,12 +280,12 @@ func ofFamily[T interface{ netip.Addr | netip.Prefix }](f Family, in []T) []T {
 // portState adds one Service port's kernel objects to its State.
 type portState struct {
 	*State
-	fam       Family
-	scheduler string
-	sticky    uint32 // the ClientIP affinity timeout, 0 for none
-	proto     objects.Protocol
-	lower     string // the protocol as ipset entries name it
-	port      uint16
+	fam        Family
+	scheduler  string
+	sticky     uint32 // the ClientIP affinity timeout, 0 for none
+	proto      objects.Protocol
+	entryProto objects.EntryProtocol
+	port       uint16
 }
 
 // virtualServer adds a virtual server on addr:port with eps as real servers.
@@ -316,7 +316,7 @@ func (p portState) entry(set string, e objects.Entry) {
 
 // vip is the entry naming addr and this port.
 func (p portState) vip(addr netip.Addr) objects.Entry {
-	return objects.Entry{IP: addr, Protocol: p.lower, Port: p.port}
+	return objects.Entry{IP: addr, Protocol: p.entryProto, Port: p.port}
 }
 
 // clusterIP adds the cluster IP's virtual server and entries, and the
@@ -326,7 +326,7 @@ func (p portState) clusterIP(ip netip.Addr, real, all []endpoint) {
 	p.entry(SetClusterIP, p.vip(ip))
 	for _, ep := range all {
 		if ep.local {
-			p.entry(SetLoopBack, objects.Entry{IP: ep.addr, Protocol: p.lower, Port: ep.port, IP2: ep.addr})
+			p.entry(SetLoopBack, objects.Entry{IP: ep.addr, Protocol: p.entryProto, Port: ep.port, IP2: ep.addr})
 		}
 	}
 }
@@ -361,12 +361,12 @@ func (p portState) loadBalancers(ips []netip.Addr, real []endpoint, local bool, 
 		p.entry(SetLoadBalancerFW, e)
 		fromNode := false
 		for _, cidr := range ranges {
-			p.entry(SetLoadBalancerSourceNet, objects.Entry{IP: ip, Protocol: p.lower, Port: p.port, Net: cidr})
+			p.entry(SetLoadBalancerSourceNet, objects.Entry{IP: ip, Protocol: p.entryProto, Port: p.port}.WithNet(cidr))
 			fromNode = fromNode || cidr.Contains(primary)
 		}
 		if fromNode {
 			// The node reaches the VIP from the VIP itself (bound here).
-			p.entry(SetLoadBalancerSourceIP, objects.Entry{IP: ip, Protocol: p.lower, Port: p.port, IP2: ip})
+			p.entry(SetLoadBalancerSourceIP, objects.Entry{IP: ip, Protocol: p.entryProto, Port: p.port, IP2: ip})
 		} else {
 			p.NodeBlocked = append(p.NodeBlocked, e)
 		}
@@ -386,7 +386,7 @@ func (p portState) nodePorts(ips []netip.Addr, nodePort uint16, real []endpoint,
 	for _, ip := range ips {
 		p.virtualServer(ViaNodePort, ip, nodePort, real)
 		if p.proto == objects.SCTP {
-			add(objects.Entry{IP: ip, Protocol: p.lower, Port: nodePort})
+			add(objects.Entry{IP: ip, Protocol: p.entryProto, Port: nodePort})
 		}
 	}
 	if p.proto != objects.SCTP {

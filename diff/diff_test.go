@@ -89,7 +89,7 @@ func TestDiffShowsDriftAndWritesNothing(t *testing.T) {
 		{Kind: ipvs.UpdateVS, VS: ipvs.VirtualServer{Key: key, Scheduler: "wrr"}},
 	})
 	k.Links.AddAddresses([]netip.Addr{netip.MustParseAddr("10.96.9.9")})
-	k.Sets.DeleteEntries(desired.SetClusterIP, []ipset.Entry{{IP: key.Address, Protocol: "tcp", Port: 80}})
+	k.Sets.DeleteEntries(desired.SetClusterIP, []ipset.Entry{{IP: key.Address, Protocol: ipset.EntryTCP, Port: 80}})
 	_ = ipt.Restore([]byte("*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n"))
 	k.Ops()
 	before := k.Lines()

@@ -77,8 +77,8 @@ func TestClusterIPTraffic(t *testing.T) {
 			return fmt.Errorf("UDP virtual server still present")
 		case err != nil || strings.Contains(strings.Join(rs, " "), "/1"):
 			return fmt.Errorf("TCP real servers %v (%v): not all at weight 0", rs, err)
-		case hasEntry(t, "KUBE-CLUSTER-IP", ipset.Entry{IP: vip, Protocol: "tcp", Port: 80}),
-			hasEntry(t, "KUBE-CLUSTER-IP", ipset.Entry{IP: vip, Protocol: "udp", Port: 53}):
+		case hasEntry(t, "KUBE-CLUSTER-IP", ipset.Entry{IP: vip, Protocol: ipset.EntryTCP, Port: 80}),
+			hasEntry(t, "KUBE-CLUSTER-IP", ipset.Entry{IP: vip, Protocol: ipset.EntryUDP, Port: 53}):
 			return fmt.Errorf("ipset entries still present")
 		}
 		return nil
@@ -156,7 +156,7 @@ func TestDriftRepair(t *testing.T) {
 	}
 	glueBefore := ourIPTables(t)
 
-	entry := ipset.Entry{IP: vip.Addr(), Protocol: "tcp", Port: 80}
+	entry := ipset.Entry{IP: vip.Addr(), Protocol: ipset.EntryTCP, Port: 80}
 	// Both chains' edits in one iptables-restore, so that no drift check
 	// sees (and repairs) one alone; changes no ClusterIP traffic depends
 	// on: parallel tests go on.

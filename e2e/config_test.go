@@ -95,7 +95,7 @@ func TestConfigFile(t *testing.T) {
 		}
 	})
 	vip := mustAddr("10.250.19.1")
-	fromVIP := ipset.Entry{IP: vip, Protocol: "tcp", Port: 80, IP2: vip}
+	fromVIP := ipset.Entry{IP: vip, Protocol: ipset.EntryTCP, Port: 80, IP2: vip}
 	nodeAllowed := func(want bool) func() error {
 		return func() error {
 			entry, blocked := hasEntry(t, "KUBE-LOAD-BALANCER-SOURCE-IP", fromVIP), strings.Contains(ourIPTables(t), "--vaddr 10.250.19.1 ")

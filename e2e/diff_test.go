@@ -81,7 +81,7 @@ func TestDiffShowsDriftUntilRepaired(t *testing.T) {
 	}
 	key := ipvs.Key{Address: vip.Addr(), Port: 80, Protocol: ipvs.TCP}
 	extra := mustAddr("10.96.61.99")
-	entry := ipset.Entry{IP: vip.Addr(), Protocol: "tcp", Port: 80}
+	entry := ipset.Entry{IP: vip.Addr(), Protocol: ipset.EntryTCP, Port: 80}
 	errs := kernelIPVS(t).Write([]ipvs.Op{{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: key, Scheduler: "rr"},
 		RS: ipvs.RealServer{Address: b.IP, Port: 8080}}})
 	errs = append(errs, klinks.AddAddresses([]netip.Addr{extra})...)

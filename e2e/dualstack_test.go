@@ -97,16 +97,16 @@ func TestDualStack(t *testing.T) {
 		set string
 		e   ipset.Entry
 	}{
-		{"KUBE-6-CLUSTER-IP", ipset.Entry{IP: vip6, Protocol: "tcp", Port: 80}},
-		{"KUBE-6-LOOP-BACK", ipset.Entry{IP: a.IP6, Protocol: "tcp", Port: 8080, IP2: a.IP6}},
+		{"KUBE-6-CLUSTER-IP", ipset.Entry{IP: vip6, Protocol: ipset.EntryTCP, Port: 80}},
+		{"KUBE-6-LOOP-BACK", ipset.Entry{IP: a.IP6, Protocol: ipset.EntryTCP, Port: 8080, IP2: a.IP6}},
 		{"KUBE-6-NODE-PORT-TCP", ipset.Entry{Port: 30186}},
-		{"KUBE-CLUSTER-IP", ipset.Entry{IP: vip4, Protocol: "tcp", Port: 80}},
+		{"KUBE-CLUSTER-IP", ipset.Entry{IP: vip4, Protocol: ipset.EntryTCP, Port: 80}},
 	} {
 		if !hasEntry(t, c.set, c.e) {
 			t.Errorf("%s has no entry %s", c.set, c.e)
 		}
 	}
-	if hasEntry(t, "KUBE-CLUSTER-IP", ipset.Entry{IP: vip6, Protocol: "tcp", Port: 80}) {
+	if hasEntry(t, "KUBE-CLUSTER-IP", ipset.Entry{IP: vip6, Protocol: ipset.EntryTCP, Port: 80}) {
 		t.Error("an IPv6 entry in an IPv4 set")
 	}
 	for _, addr := range []netip.Addr{vip4, vip6, mustAddr("fd00:10:96::4211")} {

@@ -319,7 +319,7 @@ func TestForeignWriterFillsASet(t *testing.T) {
 	freshSlice.Labels[discovery.LabelServiceName] = "fresh"
 	mustApply(t, fresh, freshSlice)
 	waitAnswerSet(t, client.HTTP, ap("10.96.51.11:80"), "fullset-a", 2, 30*time.Second)
-	entry := ipset.Entry{IP: mustAddr("10.96.51.11"), Protocol: "tcp", Port: 80}
+	entry := ipset.Entry{IP: mustAddr("10.96.51.11"), Protocol: ipset.EntryTCP, Port: 80}
 	refused := false // the entry reported as a failed object meanwhile
 	eventually(t, "the new entry in the set, the foreign ones gone", 60*time.Second, func() error {
 		if n, err := framework.Scrape(); err == nil && n[`kube_ipvs_proxy_failed_objects{kind="set_entry"}`] > 0 {
@@ -410,7 +410,7 @@ func TestAFullSetRefusesAnEntry(t *testing.T) {
 		}
 		return nil
 	})
-	entry := ipset.Entry{IP: mustAddr("10.96.52.11"), Protocol: "tcp", Port: 80}
+	entry := ipset.Entry{IP: mustAddr("10.96.52.11"), Protocol: ipset.EntryTCP, Port: 80}
 	if hasEntry(t, "KUBE-CLUSTER-IP", entry) {
 		t.Fatal("the entry is in a full set")
 	}
@@ -495,7 +495,7 @@ func fillSet(t *testing.T, set string) []ipset.Entry {
 		entries := make([]ipset.Entry, max(batch, 4096))
 		for i := range entries {
 			n := next + i
-			entries[i] = ipset.Entry{IP: netip.AddrFrom4([4]byte{10, byte(150 + n>>16), byte(n >> 8), byte(n)}), Protocol: "tcp", Port: 1}
+			entries[i] = ipset.Entry{IP: netip.AddrFrom4([4]byte{10, byte(150 + n>>16), byte(n >> 8), byte(n)}), Protocol: ipset.EntryTCP, Port: 1}
 		}
 		next += len(entries)
 		took := 0

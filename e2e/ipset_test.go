@@ -51,9 +51,9 @@ func TestIPSetCountsFromTheHeader(t *testing.T) {
 	}
 	count("KIP-TEST-IPPORT", 0)
 	entries := []ipset.Entry{
-		{IP: mustAddr("10.96.0.1"), Protocol: "tcp", Port: 443},
-		{IP: mustAddr("10.96.0.10"), Protocol: "udp", Port: 53},
-		{IP: mustAddr("10.96.0.10"), Protocol: "tcp", Port: 53},
+		{IP: mustAddr("10.96.0.1"), Protocol: ipset.EntryTCP, Port: 443},
+		{IP: mustAddr("10.96.0.10"), Protocol: ipset.EntryUDP, Port: 53},
+		{IP: mustAddr("10.96.0.10"), Protocol: ipset.EntryTCP, Port: 53},
 	}
 	for _, err := range h.AddEntries("KIP-TEST-IPPORT", entries) {
 		if err != nil {
@@ -114,7 +114,7 @@ func TestIPSetGrowsInPlace(t *testing.T) {
 	entries := func(from, to int) []ipset.Entry {
 		var out []ipset.Entry
 		for i := from; i < to; i++ {
-			out = append(out, ipset.Entry{IP: mustAddr(fmt.Sprintf("10.96.%d.%d", i/256, i%256)), Protocol: "tcp", Port: 80})
+			out = append(out, ipset.Entry{IP: mustAddr(fmt.Sprintf("10.96.%d.%d", i/256, i%256)), Protocol: ipset.EntryTCP, Port: 80})
 		}
 		return out
 	}

@@ -137,9 +137,9 @@ func expectProgrammedWithoutChains(t *testing.T, vip string, within time.Duratio
 	addr := mustAddr(vip)
 	eventually(t, "the load balancer programmed while iptables fails", within, func() error {
 		key := ipvs.Key{Address: addr, Protocol: ipvs.TCP, Port: 80}
-		if !hasVirtualServer(t, key) || !hasAddress(t, addr) || !hasEntry(t, "KUBE-LOAD-BALANCER", ipset.Entry{IP: addr, Protocol: "tcp", Port: 80}) {
+		if !hasVirtualServer(t, key) || !hasAddress(t, addr) || !hasEntry(t, "KUBE-LOAD-BALANCER", ipset.Entry{IP: addr, Protocol: ipset.EntryTCP, Port: 80}) {
 			return fmt.Errorf("virtual server %v, address %v, KUBE-LOAD-BALANCER entry %v", hasVirtualServer(t, key), hasAddress(t, addr),
-				hasEntry(t, "KUBE-LOAD-BALANCER", ipset.Entry{IP: addr, Protocol: "tcp", Port: 80}))
+				hasEntry(t, "KUBE-LOAD-BALANCER", ipset.Entry{IP: addr, Protocol: ipset.EntryTCP, Port: 80}))
 		}
 		return nil
 	})

@@ -201,7 +201,7 @@ func TestFlushedTablesRepaired(t *testing.T) {
 	to := netip.AddrPortFrom(nodeAddress(t), 30184)
 	waitAnswerSet(t, client.HTTP, to, "flush-a", 2, 30*time.Second)
 	chains := ourIPTables(t)
-	entry := ipset.Entry{IP: mustAddr("10.96.36.10"), Protocol: "tcp", Port: 80}
+	entry := ipset.Entry{IP: mustAddr("10.96.36.10"), Protocol: ipset.EntryTCP, Port: 80}
 
 	for _, cmd := range [][]string{
 		{"iptables", "-t", "nat", "-F"}, {"iptables", "-t", "nat", "-X"},

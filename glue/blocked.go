@@ -81,7 +81,7 @@ func planBlocked(have []objects.Entry, clean bool, want []objects.Entry) blocked
 // protocol and port (what a blocked VIP:port has). It runs at every sync,
 // over every blocked VIP, so it formats nothing.
 func CompareEntries(a, b objects.Entry) int {
-	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+	return cmp.Or(a.IP.Compare(b.IP), cmp.Compare(a.Protocol.String(), b.Protocol.String()), cmp.Compare(a.Port, b.Port))
 }
 
 // mergeBlocked returns the sorted union of two sorted lists, and whether
@@ -135,7 +135,8 @@ func savedBlocked(saved []byte) (have []objects.Entry, clean bool) {
 
 // savedProtocols are the names of the protocol numbers iptables-save prints
 // after --vproto.
-var savedProtocols = map[string]string{"6": "tcp", "17": "udp", "132": "sctp", "tcp": "tcp", "udp": "udp", "sctp": "sctp"}
+var savedProtocols = map[string]objects.EntryProtocol{"6": objects.EntryTCP, "17": objects.EntryUDP, "132": objects.EntrySCTP,
+	"tcp": objects.EntryTCP, "udp": objects.EntryUDP, "sctp": objects.EntrySCTP}
 
 // parseBlockedRule reads one rule as iptables-save prints it:
 // "-s 10.0.0.1/32 -m ipvs --vproto 6 --vaddr 10.0.0.1 --vport 80 -j DROP".
@@ -153,7 +154,7 @@ func parseBlockedRule(rule string) (objects.Entry, bool) {
 	}
 	port, err := strconv.ParseUint(val["--vport"], 10, 16)
 	proto := savedProtocols[val["--vproto"]]
-	if err != nil || proto == "" || val["-j"] != "DROP" || val["-m"] != "ipvs" || len(f) != 12 {
+	if err != nil || proto == 0 || val["-j"] != "DROP" || val["-m"] != "ipvs" || len(f) != 12 {
 		return objects.Entry{}, false
 	}
 	e := objects.Entry{IP: addr, Protocol: proto, Port: uint16(port)}

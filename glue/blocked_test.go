@@ -25,7 +25,8 @@ func savedForm(rule string) string {
 }
 
 func blockedVIP(ip, proto string, port uint16) objects.Entry {
-	return objects.Entry{IP: netip.MustParseAddr(ip), Protocol: proto, Port: port}
+	p := map[string]objects.EntryProtocol{"tcp": objects.EntryTCP, "udp": objects.EntryUDP, "sctp": objects.EntrySCTP}[proto]
+	return objects.Entry{IP: netip.MustParseAddr(ip), Protocol: p, Port: port}
 }
 
 // blockedRules are the rules in KUBE-IPVS-OUT-FILTER, as saved, in order.

@@ -24,7 +24,7 @@ func FuzzSavedBlocked(f *testing.F) {
 			t.Fatalf("read %v: not sorted, or not once each", have)
 		}
 		for _, e := range have {
-			if !e.IP.IsValid() || e.Protocol != "tcp" && e.Protocol != "udp" && e.Protocol != "sctp" {
+			if !e.IP.IsValid() || e.Protocol != objects.EntryTCP && e.Protocol != objects.EntryUDP && e.Protocol != objects.EntrySCTP {
 				t.Fatalf("read an entry we never write: %+v", e)
 			}
 		}
@@ -58,7 +58,7 @@ func blockedOf(b []byte) []objects.Entry {
 			break
 		}
 		a, _ := netip.AddrFromSlice(b[1 : 1+n])
-		out = append(out, objects.Entry{IP: a.Unmap(), Protocol: []string{"tcp", "udp", "sctp"}[int(b[1+n])%3],
+		out = append(out, objects.Entry{IP: a.Unmap(), Protocol: []objects.EntryProtocol{objects.EntryTCP, objects.EntryUDP, objects.EntrySCTP}[int(b[1+n])%3],
 			Port: uint16(b[2+n])<<8 | uint16(b[3+n])})
 		b = b[1+n+3:]
 	}

@@ -215,14 +215,14 @@ func fromLib(e netlink.IPSetEntry) Entry {
 	if e.Port != nil {
 		out.Port = *e.Port
 		if e.Protocol != nil && out.IP.IsValid() {
-			out.Protocol = protocolName(*e.Protocol)
+			out.Protocol = EntryProtocol(*e.Protocol)
 		}
 	}
 	if ip2, ok := netip.AddrFromSlice(e.IP2); ok {
 		ip2 = ip2.Unmap()
 		// The kernel reports a prefix length only for net types.
 		if e.CIDR2 != 0 {
-			out.Net = netip.PrefixFrom(ip2, int(e.CIDR2))
+			out = out.WithNet(netip.PrefixFrom(ip2, int(e.CIDR2)))
 		} else {
 			out.IP2 = ip2
 		}
@@ -277,29 +277,25 @@ func encodeEntry(set string, e Entry) ([]byte, error) {
 	b := []byte{unix.AF_NETLINK, nl.NFNETLINK_V0, 0, 0}
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTOCOL, nlbatch.U8(nl.IPSET_PROTOCOL))
 	b = nlbatch.Attr(b, nl.IPSET_ATTR_SETNAME, nlbatch.String(set))
-	var proto uint8 = unix.IPPROTO_TCP
-	if e.Protocol != "" {
-		p, ok := protocolNumber(e.Protocol)
-		if !ok {
-			return nil, fmt.Errorf("unknown protocol %q", e.Protocol)
-		}
-		proto = p
+	switch e.Protocol {
+	case 0, EntryTCP, EntryUDP, EntrySCTP:
+	default:
+		return nil, fmt.Errorf("unknown protocol %s", e.Protocol)
 	}
 	b = nlbatch.Nest(b, nl.IPSET_ATTR_DATA|nlbatch.Nested, func(b []byte) []byte {
 		if e.IP.IsValid() {
 			b = nestIP(b, nl.IPSET_ATTR_IP, e.IP)
 		}
-		switch {
-		case e.IP2.IsValid():
+		if e.IP2.IsValid() {
 			b = nestIP(b, nl.IPSET_ATTR_IP2, e.IP2)
-		case e.Net.IsValid():
-			b = nestIP(b, nl.IPSET_ATTR_IP2, e.Net.Masked().Addr())
-			b = nlbatch.Attr(b, nl.IPSET_ATTR_CIDR2, nlbatch.U8(uint8(e.Net.Bits())))
 		}
-		if e.Protocol != "" && e.IP.IsValid() {
-			b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTO, nlbatch.U8(proto))
+		if n := e.Net(); n.IsValid() {
+			b = nlbatch.Attr(b, nl.IPSET_ATTR_CIDR2, nlbatch.U8(uint8(n.Bits())))
 		}
-		if e.Protocol != "" || !e.IP.IsValid() {
+		if e.Protocol != 0 && e.IP.IsValid() {
+			b = nlbatch.Attr(b, nl.IPSET_ATTR_PROTO, nlbatch.U8(uint8(e.Protocol)))
+		}
+		if e.Protocol != 0 || !e.IP.IsValid() {
 			// bitmap:port takes the port alone: the kernel refuses a
 			// protocol there ("invalid protocol").
 			b = nlbatch.Attr(b, nl.IPSET_ATTR_PORT|nlbatch.NetByteOrder, nlbatch.BE16(e.Port))

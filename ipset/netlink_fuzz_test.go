@@ -55,19 +55,20 @@ func kernelEntry(t *testing.T, req []byte) netlink.IPSetEntry {
 // itself. fromLib also takes any library entry without panicking, and
 // never yields an IPv4-mapped address.
 func FuzzEntryCodec(f *testing.F) {
-	f.Add(uint8(2), []byte{10, 96, 0, 10}, "tcp", uint16(80), []byte{10, 0, 0, 0}, uint8(8))
-	f.Add(uint8(4), netip.MustParseAddr("fd00::1").AsSlice(), "sctp", uint16(0), netip.MustParseAddr("2001:db8::").AsSlice(), uint8(64))
-	f.Add(uint8(0), []byte{}, "", uint16(30080), []byte{}, uint8(0))
-	f.Add(uint8(3), []byte{10, 244, 0, 1}, "icmp", uint16(1), []byte{10, 244, 0, 1}, uint8(200))
-	f.Fuzz(func(t *testing.T, shape uint8, ip []byte, proto string, port uint16, ip2 []byte, bits uint8) {
+	f.Add(uint8(2), []byte{10, 96, 0, 10}, uint8(6), uint16(80), []byte{10, 0, 0, 0}, uint8(8))
+	f.Add(uint8(4), netip.MustParseAddr("fd00::1").AsSlice(), uint8(132), uint16(0), netip.MustParseAddr("2001:db8::").AsSlice(), uint8(64))
+	f.Add(uint8(0), []byte{}, uint8(0), uint16(30080), []byte{}, uint8(0))
+	f.Add(uint8(3), []byte{10, 244, 0, 1}, uint8(1), uint16(1), []byte{10, 244, 0, 1}, uint8(200))
+	f.Fuzz(func(t *testing.T, shape uint8, ip []byte, protoNum uint8, port uint16, ip2 []byte, bits uint8) {
 		_ = fromLib(netlink.IPSetEntry{IP: ip, IP2: ip2, CIDR2: bits, Port: &port, Protocol: &bits})
-		if out := fromLib(netlink.IPSetEntry{IP: ip, IP2: ip2, CIDR2: bits}); out.IP.Is4In6() || out.IP2.Is4In6() || out.Net.Addr().Is4In6() {
+		if out := fromLib(netlink.IPSetEntry{IP: ip, IP2: ip2, CIDR2: bits}); out.IP.Is4In6() || out.IP2.Is4In6() || out.Net().Addr().Is4In6() {
 			t.Fatalf("fromLib kept a mapped address: %+v", out)
 		}
 
 		a, ok1 := netip.AddrFromSlice(ip)
 		a2, ok2 := netip.AddrFromSlice(ip2)
 		a, a2 = a.Unmap(), a2.Unmap()
+		proto := EntryProtocol(protoNum)
 		var e Entry
 		switch shape % 5 {
 		case 0:
@@ -79,14 +80,14 @@ func FuzzEntryCodec(f *testing.F) {
 		case 3:
 			e = Entry{IP: a, Protocol: proto, Port: port, IP2: a2}
 		case 4:
-			e = Entry{IP: a, Protocol: proto, Port: port, Net: netip.PrefixFrom(a2, int(bits)).Masked()}
+			e = Entry{IP: a, Protocol: proto, Port: port}.WithNet(netip.PrefixFrom(a2, int(bits)))
 		}
-		if shape%5 != 0 && !ok1 || shape%5 >= 2 && proto == "" || shape%5 >= 3 && !ok2 || shape%5 == 4 && (!e.Net.IsValid() || bits == 0) {
+		if shape%5 != 0 && !ok1 || shape%5 >= 2 && proto == 0 || shape%5 >= 3 && !ok2 || shape%5 == 4 && (!e.Net().IsValid() || bits == 0) {
 			return // not a shape the proxier writes; nor does the kernel take a /0 net (IPSET_ERR_INVALID_CIDR)
 		}
 		req, err := encodeEntry("KUBE-X", e)
-		if _, known := protocolNumber(proto); err != nil {
-			if known || e.Protocol == "" {
+		if known := proto == EntryTCP || proto == EntryUDP || proto == EntrySCTP; err != nil {
+			if known || e.Protocol == 0 {
 				t.Fatalf("encodeEntry(%+v): %v", e, err)
 			}
 			return

@@ -41,9 +41,9 @@ func TestEntryAttributesPerSetType(t *testing.T) {
 		{BitmapPort, Entry{Port: 30080}, "port"},
 		{HashIP, Entry{IP: netip.MustParseAddr("10.96.0.1")}, "ip"},
 		{HashIP, Entry{IP: netip.MustParseAddr("fd00::1")}, "ip"},
-		{HashIPPort, Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: "udp", Port: 53}, "ip proto port"},
-		{HashIPPortIP, Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}, "ip ip2 proto port"},
-		{HashIPPortNet, Entry{IP: netip.MustParseAddr("198.51.100.7"), Protocol: "sctp", Port: 80, Net: netip.MustParsePrefix("10.0.0.0/8")}, "ip ip2 cidr2 proto port"},
+		{HashIPPort, Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: EntryUDP, Port: 53}, "ip proto port"},
+		{HashIPPortIP, Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: EntryTCP, Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}, "ip ip2 proto port"},
+		{HashIPPortNet, Entry{IP: netip.MustParseAddr("198.51.100.7"), Protocol: EntrySCTP, Port: 80}.WithNet(netip.MustParsePrefix("10.0.0.0/8")), "ip ip2 cidr2 proto port"},
 	} {
 		req, err := encodeEntry("S", c.e)
 		if err != nil {
@@ -66,7 +66,7 @@ func TestEntryAttributesPerSetType(t *testing.T) {
 			t.Errorf("%s %s: reads back as %s", c.typ, c.e, back)
 		}
 	}
-	if _, err := encodeEntry("S", Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: "icmp", Port: 1}); err == nil {
+	if _, err := encodeEntry("S", Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: 1, Port: 1}); err == nil {
 		t.Error("an unknown protocol was encoded")
 	}
 }

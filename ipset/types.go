@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
@@ -12,9 +11,10 @@ import (
 // The values the ipsets hold are package objects': desired state is made
 // of them without importing kernel access.
 type (
-	Type  = objects.SetType
-	Set   = objects.Set
-	Entry = objects.Entry
+	Type          = objects.SetType
+	Set           = objects.Set
+	Entry         = objects.Entry
+	EntryProtocol = objects.EntryProtocol
 )
 
 const (
@@ -25,6 +25,9 @@ const (
 	BitmapPort      = objects.BitmapPort
 	DefaultHashSize = objects.DefaultHashSize
 	DefaultMaxElem  = objects.DefaultMaxElem
+	EntryTCP        = objects.EntryTCP
+	EntryUDP        = objects.EntryUDP
+	EntrySCTP       = objects.EntrySCTP
 )
 
 // ErrNoSet says the set named does not exist: a read or write of a set
@@ -60,28 +63,4 @@ func growName(set string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(set))
 	return fmt.Sprintf("KIP-GROW-%08x", h.Sum32())
-}
-
-func protocolNumber(p string) (uint8, bool) {
-	switch p {
-	case "tcp":
-		return 6, true
-	case "udp":
-		return 17, true
-	case "sctp":
-		return 132, true
-	}
-	return 0, false
-}
-
-func protocolName(n uint8) string {
-	switch n {
-	case 6:
-		return "tcp"
-	case 17:
-		return "udp"
-	case 132:
-		return "sctp"
-	}
-	return strconv.Itoa(int(n))
 }

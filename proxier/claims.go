@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
 
 // claim is one Service's claim on one virtual server.
@@ -286,7 +286,7 @@ func (cs *claims) filter(name types.NamespacedName, st desired.State) (desired.S
 			return false
 		}
 		for _, p := range []ipvs.Protocol{ipvs.TCP, ipvs.UDP, ipvs.SCTP} {
-			if strings.EqualFold(e.Protocol, string(p)) && isLost[ipvs.Key{Address: e.IP, Protocol: p, Port: e.Port}] {
+			if e.Protocol == objects.EntryProtocolOf(p) && isLost[ipvs.Key{Address: e.IP, Protocol: p, Port: e.Port}] {
 				return true
 			}
 		}

@@ -74,7 +74,7 @@ func TestGlueRulesComeBeforeTheirObjects(t *testing.T) {
 // load balancer is in place before the VIP's virtual server takes traffic.
 func TestBlockedRuleComesBeforeItsVIP(t *testing.T) {
 	ipt, v := &iptables.Fake{}, ipvs.NewFake()
-	vip := ipset.Entry{IP: netip.MustParseAddr("198.51.100.7"), Protocol: "tcp", Port: 80}
+	vip := ipset.Entry{IP: netip.MustParseAddr("198.51.100.7"), Protocol: ipset.EntryTCP, Port: 80}
 	w := watchRule(v, ipt, "-A KUBE-IPVS-OUT-FILTER -s 198.51.100.7 -m ipvs --vaddr 198.51.100.7 --vproto tcp --vport 80 -j DROP")
 	p := New(Config{Desired: desired.Config{NodeName: "me"}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
 		Kernel{IPVS: v, Links: dummyiface.NewFake(), Sets: ipset.NewFake(), IPTables: ipt},

@@ -38,7 +38,7 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 	if !strings.Contains(k.Links.Dump(), "10.96.0.10") {
 		t.Fatalf("the cluster IP is not bound:\n%s", k.Links.Dump())
 	}
-	if has, err := k.Sets.Has(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80}); !has || err != nil {
+	if has, err := k.Sets.Has(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: ipset.EntryTCP, Port: 80}); !has || err != nil {
 		t.Fatalf("the cluster IP's entry is missing from its set: %v", err)
 	}
 	saved, _ := ipt.Save()
@@ -80,7 +80,7 @@ func TestARefusedSetHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 		f, _ := p.setup.status.Failure(setupKey)
 		t.Fatalf("the retried setup failed: %v", f.Err)
 	}
-	loop := ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}
+	loop := ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: ipset.EntryTCP, Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}
 	if has, err := k.Sets.Has(desired.SetLoopBack, loop); !has || err != nil {
 		t.Fatalf("the hairpin entry was not written once the set was made: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/conntrack"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/desired"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipvs"
 )
 
@@ -26,7 +27,7 @@ func (f *fakeConntrack) Clear(stale []conntrack.Stale) (int, error) {
 func udpState(vip string, reals ...string) desired.State {
 	st := state(vip, 53, reals...)
 	st.VirtualServers[0].Virtual.Key.Protocol = ipvs.UDP
-	st.Entries[0].Entry.Protocol = "udp"
+	st.Entries[0].Entry.Protocol = ipset.EntryUDP
 	return st
 }
 

@@ -50,7 +50,7 @@ func state(vip string, port uint16, reals ...string) desired.State {
 		VirtualServers: []desired.VirtualServer{v},
 		Addresses:      []netip.Addr{a},
 		Entries: []desired.SetEntry{
-			{Set: desired.SetClusterIP, Entry: ipset.Entry{IP: a, Protocol: "tcp", Port: port}},
+			{Set: desired.SetClusterIP, Entry: ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: port}},
 			{Set: desired.SetIPVSIPs, Entry: ipset.Entry{IP: a}},
 		},
 	}

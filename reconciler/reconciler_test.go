@@ -71,7 +71,7 @@ func TestReconcilerRepairsDriftAndRemovesStrays(t *testing.T) {
 	protected := ipvs.VirtualServer{Key: ipvs.Key{Address: netip.MustParseAddr("10.0.0.5"), Protocol: ipvs.TCP, Port: 22}, Scheduler: "rr"}
 	_ = k.IPVS.AddVirtualServer(stray)
 	_ = k.IPVS.AddVirtualServer(protected)
-	_ = k.Sets.AddEntry(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: "udp", Port: 53})
+	_ = k.Sets.AddEntry(desired.SetClusterIP, ipset.Entry{IP: netip.MustParseAddr("10.96.9.9"), Protocol: ipset.EntryUDP, Port: 53})
 	_ = k.Links.AddAddress(netip.MustParseAddr("10.96.9.9"))
 	_ = k.Links.AddAddress(netip.MustParseAddr("10.0.0.5")) // someone else's, on kube-ipvs0
 	k.Ops()
@@ -109,7 +109,7 @@ func TestReconcilerRetriesFailedWrites(t *testing.T) {
 func TestReconcilerSharedObjectsStayUntilLastOwnerLeaves(t *testing.T) {
 	k := fakekernel.New(t)
 	r := testReconciler(k)
-	loop := desired.SetEntry{Set: desired.SetLoopBack, Entry: ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}}
+	loop := desired.SetEntry{Set: desired.SetLoopBack, Entry: ipset.Entry{IP: netip.MustParseAddr("10.244.0.1"), Protocol: ipset.EntryTCP, Port: 8080, IP2: netip.MustParseAddr("10.244.0.1")}}
 	a, b := state("10.96.0.1", 80), state("10.96.0.2", 80)
 	a.Entries = append(a.Entries, loop)
 	b.Entries = append(b.Entries, loop)

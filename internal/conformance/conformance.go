@@ -163,9 +163,9 @@ func Sets(t *testing.T, s ipset.Interface) {
 			t.Fatalf("ensure %s: %v", set.Name, err)
 		}
 	}
-	e1 := ipset.Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: "tcp", Port: 80}
-	e2 := ipset.Entry{IP: netip.MustParseAddr("10.96.0.2"), Protocol: "udp", Port: 53}
-	e3 := ipset.Entry{IP: netip.MustParseAddr("10.96.0.3"), Protocol: "tcp", Port: 443}
+	e1 := ipset.Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: ipset.EntryTCP, Port: 80}
+	e2 := ipset.Entry{IP: netip.MustParseAddr("10.96.0.2"), Protocol: ipset.EntryUDP, Port: 53}
+	e3 := ipset.Entry{IP: netip.MustParseAddr("10.96.0.3"), Protocol: ipset.EntryTCP, Port: 443}
 	if errs := s.AddEntries(ports.Name, []ipset.Entry{e1, e2, e1}); firstError(errs) != nil {
 		t.Errorf("add, the last one present: %v", errs)
 	}
