@@ -11,6 +11,7 @@ package realset
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/objects"
 )
@@ -20,6 +21,8 @@ import (
 type Set struct {
 	list  []objects.RealServer
 	index map[netip.AddrPort]int // position in list; nil while small
+	// borrowed says list is another's (Borrow), copied before any change.
+	borrowed bool
 }
 
 // small is the most members a Set searches in order, without an index.
@@ -30,6 +33,32 @@ func New(list []objects.RealServer) *Set {
 	s := &Set{list: list}
 	s.reindex()
 	return s
+}
+
+// Borrow makes the set hold list's members without copying them, if they
+// are the set's members now (connection counters included): the reconciler
+// believes held what it wanted once the kernel took it, and each real server
+// kept twice at rest is ~20 MB at 50k Services. list must never change;
+// the set copies it before its first change of its own.
+func (s *Set) Borrow(list []objects.RealServer) bool {
+	if s == nil || len(list) != len(s.list) {
+		return false
+	}
+	for _, rs := range list {
+		if cur, ok := s.Get(rs.ID()); !ok || cur != rs {
+			return false
+		}
+	}
+	s.list, s.borrowed = list, true
+	s.reindex()
+	return true
+}
+
+// own copies a borrowed list before the set changes it.
+func (s *Set) own() {
+	if s.borrowed {
+		s.list, s.borrowed = slices.Clone(s.list), false
+	}
 }
 
 func (s *Set) reindex() {
@@ -71,6 +100,7 @@ func (s *Set) Get(id netip.AddrPort) (objects.RealServer, bool) {
 
 // Put adds rs or replaces the member with its address and port.
 func (s *Set) Put(rs objects.RealServer) {
+	s.own()
 	if i := s.find(rs.ID()); i >= 0 {
 		s.list[i] = rs
 		return
@@ -89,6 +119,7 @@ func (s *Set) Remove(id netip.AddrPort) {
 	if i < 0 {
 		return
 	}
+	s.own()
 	last := len(s.list) - 1
 	s.list[i] = s.list[last]
 	s.list = s.list[:last]
@@ -109,7 +140,7 @@ func (s *Set) Len() int {
 }
 
 // Members returns the real servers, in no particular order; the slice
-// must not be kept across changes to the set.
+// must not be changed, nor kept across changes to the set.
 func (s *Set) Members() []objects.RealServer {
 	if s == nil {
 		return nil

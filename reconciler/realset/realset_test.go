@@ -57,3 +57,32 @@ func TestSetBehavesAsAMapSmallAndLarge(t *testing.T) {
 		t.Fatal("a nil set is an empty one")
 	}
 }
+
+func TestBorrowedListIsNeverChanged(t *testing.T) {
+	a, b, c := rs("10.0.0.1", 1), rs("10.0.0.2", 1), rs("10.0.0.3", 1)
+	wanted := []objects.RealServer{a, b}
+	s := New(nil)
+	s.Put(b)
+	if s.Borrow(wanted) {
+		t.Fatal("borrowed a list with a member the set lacks")
+	}
+	s.Put(a)
+	if !s.Borrow(wanted) {
+		t.Fatal("did not borrow a list of the set's own members")
+	}
+	drained := a
+	drained.Weight = 0
+	s.Put(drained)
+	s.Remove(b.ID())
+	s.Put(c)
+	if wanted[0] != a || wanted[1] != b || len(wanted) != 2 {
+		t.Fatalf("the borrowed list changed: %v", wanted)
+	}
+	if got, _ := s.Get(a.ID()); got.Weight != 0 || s.Len() != 2 {
+		t.Fatalf("the set lost its own changes: %v", s.Members())
+	}
+}
+
+func rs(addr string, weight int32) objects.RealServer {
+	return objects.RealServer{Address: netip.MustParseAddr(addr), Port: 8080, Weight: weight}
+}
