@@ -60,22 +60,15 @@ func (vk virtualServers) record(ops []ipvs.Op, answers []error, _ bool, now time
 	for k, rb := range back {
 		r.takeReadBack(k, rb)
 	}
+	// Where the kernel now holds exactly the wanted real servers, the
+	// belief borrows the wanted list (realset.Borrow).
 	for i, op := range ops {
-		if i+1 == len(ops) || ops[i+1].VS.Key != op.VS.Key {
-			r.shareReals(op.VS.Key)
+		if h, held := r.vs.have[op.VS.Key]; held && (i+1 == len(ops) || ops[i+1].VS.Key != op.VS.Key) {
+			want, _ := r.vs.want.Get(op.VS.Key)
+			h.reals.Borrow(want.Reals)
 		}
 	}
 	return n, errs
-}
-
-// shareReals lets the belief of k's real servers be the wanted list itself
-// once the kernel holds exactly that (see realset.Borrow).
-func (r *Reconciler) shareReals(k ipvs.Key) {
-	h, held := r.vs.have[k]
-	want, wanted := r.vs.want.Get(k)
-	if held && wanted {
-		h.reals.Borrow(want.Reals)
-	}
 }
 
 // change is what one virtual server needs, as prepare and plan both see
