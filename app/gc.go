@@ -17,7 +17,7 @@ import (
 // heap, so neither need the headroom that holds it. The cold start keeps
 // Go's default: it allocates fast (decoding every object), where a tighter
 // GC means more collections for a peak that is returned right after.
-// GOGC and GOMEMLIMIT in the environment take precedence.
+// GOGC in the environment turns this off; GOMEMLIMIT adds its cap to it.
 const (
 	steadyGCPercent  = 50       // GOGC while 50% of the live heap is within steadyGCHeadroom
 	steadyGCHeadroom = 64 << 20 // bytes the heap may grow past its live size, at most...

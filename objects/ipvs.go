@@ -71,5 +71,8 @@ type RealServer struct {
 	ActiveConns, InactiveConns int32
 }
 
+// Connected says a real server, as read from the kernel, carries connections.
+func (r RealServer) Connected() bool { return r.ActiveConns+r.InactiveConns > 0 }
+
 // ID is what identifies a real server within its virtual server.
 func (r RealServer) ID() netip.AddrPort { return netip.AddrPortFrom(r.Address, r.Port) }

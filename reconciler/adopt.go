@@ -41,6 +41,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 		_, believed := r.vs.have[k]
 		if read, ok := v.vs[k]; ok && !believed && read.reals != nil {
 			r.vs.take(k, read, true) // a stray, or new since the last read
+			r.borrowWanted(k)
 			continue
 		}
 		disagree = append(disagree, k)
@@ -57,6 +58,7 @@ func (r *Reconciler) adopt(v *kernelView, pause func()) (map[ipvs.Key]bool, erro
 		h, believed := r.vs.have[c.key]
 		if c.present != believed || c.present && !sameVS(c.key, c.held, h) {
 			r.vs.take(c.key, c.held, c.present)
+			r.borrowWanted(c.key)
 			drifted++
 		}
 	}

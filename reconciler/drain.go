@@ -23,11 +23,7 @@ func (r *Reconciler) endDrained() {
 // stays at weight 0 until they end; one that carries none is deleted at
 // once, and so are UDP and SCTP ones. Whether it carries any is read when
 // its drain would start: one dump of that virtual server's real servers,
-// however many of them go, and only when a TCP real server goes.
-
-// connected says a real server carries connections.
-func connected(rs ipvs.RealServer) bool { return rs.ActiveConns+rs.InactiveConns > 0 }
-
+// however many of them go, and only when a TCP real server goes. So
 // connectionsOf reads virtual server k's real servers with their
 // connection counts for apply, which holds writesFirst and so asks the
 // kernel directly; what startDrain read in this sync serves instead. Nil
@@ -118,7 +114,7 @@ func (d drainedReals) plan(k ipvs.Key, _ time.Time, p *plans[ipvs.Op]) bool {
 		return false
 	}
 	for id := range d.r.draining.reals[k] {
-		if rs, ok := seen.Get(id); ok && !connected(rs) {
+		if rs, ok := seen.Get(id); ok && !rs.Connected() {
 			p.removals = append(p.removals, ipvs.Op{Kind: ipvs.DeleteRS, VS: ipvs.VirtualServer{Key: k}, RS: rs})
 		}
 	}

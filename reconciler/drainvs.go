@@ -51,7 +51,7 @@ func (r *Reconciler) startDrain(k ipvs.Key) {
 	}
 	// Unread, it drains: the drift check decides.
 	if read := r.readForDrain(k); read != nil {
-		if !slices.ContainsFunc(read.Members(), connected) {
+		if !slices.ContainsFunc(read.Members(), ipvs.RealServer.Connected) {
 			return
 		}
 		if r.draining.read == nil {

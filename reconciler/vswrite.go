@@ -60,15 +60,20 @@ func (vk virtualServers) record(ops []ipvs.Op, answers []error, _ bool, now time
 	for k, rb := range back {
 		r.takeReadBack(k, rb)
 	}
-	// Where the kernel now holds exactly the wanted real servers, the
-	// belief borrows the wanted list (realset.Borrow).
 	for i, op := range ops {
-		if h, held := r.vs.have[op.VS.Key]; held && (i+1 == len(ops) || ops[i+1].VS.Key != op.VS.Key) {
-			want, _ := r.vs.want.Get(op.VS.Key)
-			h.reals.Borrow(want.Reals)
+		if i+1 == len(ops) || ops[i+1].VS.Key != op.VS.Key {
+			r.borrowWanted(op.VS.Key)
 		}
 	}
 	return n, errs
+}
+
+// borrowWanted: where the kernel holds k's wanted real servers, the belief borrows them.
+func (r *Reconciler) borrowWanted(k ipvs.Key) {
+	if h, held := r.vs.have[k]; held {
+		want, _ := r.vs.want.Get(k)
+		h.reals.Borrow(want.Reals)
+	}
 }
 
 // change is what one virtual server needs, as prepare and plan both see
@@ -151,7 +156,7 @@ func (r *Reconciler) prepare(keys keys[ipvs.Key], now time.Time) {
 				if !connsRead {
 					conns, connsRead = r.connectionsOf(k), true
 				}
-				if rs, ok := conns.Get(id); conns != nil && (!ok || !connected(rs)) {
+				if rs, ok := conns.Get(id); conns != nil && (!ok || !rs.Connected()) {
 					continue
 				}
 				if r.draining.reals[k] == nil {

@@ -36,16 +36,17 @@ func New(list []objects.RealServer) *Set {
 }
 
 // Borrow makes the set hold list's members without copying them, if they
-// are the set's members now (connection counters included): the reconciler
-// believes held what it wanted once the kernel took it, and each real server
-// kept twice at rest is ~20 MB at 50k Services. list must never change;
-// the set copies it before its first change of its own.
+// are the set's members now with the same weights: the reconciler believes
+// held what it wanted once the kernel holds it, and each real server kept
+// twice at rest is ~20 MB at 50k Services. The set's connection counters
+// become list's (a belief's are never read: drains read the kernel). list
+// must never change; the set copies it before its first change of its own.
 func (s *Set) Borrow(list []objects.RealServer) bool {
 	if s == nil || len(list) != len(s.list) {
 		return false
 	}
 	for _, rs := range list {
-		if cur, ok := s.Get(rs.ID()); !ok || cur != rs {
+		if cur, ok := s.Get(rs.ID()); !ok || cur.Weight != rs.Weight {
 			return false
 		}
 	}

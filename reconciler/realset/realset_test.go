@@ -66,9 +66,15 @@ func TestBorrowedListIsNeverChanged(t *testing.T) {
 	if s.Borrow(wanted) {
 		t.Fatal("borrowed a list with a member the set lacks")
 	}
-	s.Put(a)
+	s.Put(rs("10.0.0.1", 2))
+	if s.Borrow(wanted) {
+		t.Fatal("borrowed a list of other weights")
+	}
+	read := a
+	read.ActiveConns, read.InactiveConns = 3, 4 // as a read of the kernel has them
+	s.Put(read)
 	if !s.Borrow(wanted) {
-		t.Fatal("did not borrow a list of the set's own members")
+		t.Fatal("did not borrow a list of the set's own members and weights")
 	}
 	drained := a
 	drained.Weight = 0
