@@ -165,7 +165,8 @@ func (b *Bed) PodLogs() map[string]string {
 // KeepProxierMetrics saves each node's proxier's /metrics (ours and
 // kube-proxy both serve it on 127.0.0.1:10249) as metrics-NODE.txt in dir:
 // their sync durations say how late each node was, which a run's failures
-// are weighed by.
+// are weighed by. The CPU its process and the processes it ran used goes
+// to cpu-NODE.txt (see proxierCPU).
 func (b *Bed) KeepProxierMetrics(dir string) {
 	for _, n := range b.Nodes {
 		out, err := n.Command("curl", "-sS", "-m", "20", "http://127.0.0.1:10249/metrics").Output()
@@ -173,6 +174,11 @@ func (b *Bed) KeepProxierMetrics(dir string) {
 			out = append(out, []byte("\ncurl: "+err.Error()+"\n")...)
 		}
 		_ = os.WriteFile(filepath.Join(dir, "metrics-"+n.Name+".txt"), out, 0o644)
+		cpu, err := proxierCPU(n.NetnsPath())
+		if err != nil {
+			cpu = "error: " + err.Error()
+		}
+		_ = os.WriteFile(filepath.Join(dir, "cpu-"+n.Name+".txt"), []byte(cpu+"\n"), 0o644)
 	}
 }
 

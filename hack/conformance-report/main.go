@@ -56,12 +56,14 @@ func main() {
 func run(dir string, proxiers []string) error {
 	results := map[string]map[string]result{} // test → proxier → result
 	took := map[string]float64{}              // proxier → the suite's seconds
+	cpu := map[string]proxierCPU{}
 	for _, p := range proxiers {
 		rs, seconds, err := read(filepath.Join(dir, p, "junit_01.xml"))
 		if err != nil {
 			return err
 		}
 		took[p] = seconds
+		cpu[p] = readCPU(filepath.Join(dir, p, "node"))
 		for name, r := range rs {
 			if results[name] == nil {
 				results[name] = map[string]result{}
@@ -76,7 +78,7 @@ func run(dir string, proxiers []string) error {
 	slices.Sort(names)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Kubernetes e2e tests (k8s.io/kubernetes e2e.test), every selected test\n\n")
-	summary := summarize(names, results, took, proxiers)
+	summary := summarize(names, results, took, cpu, proxiers)
 	fmt.Fprintf(&b, "%s\n\n| test | %s |\n|---|%s\n", summary, strings.Join(proxiers, " | "), strings.Repeat("---|", len(proxiers)))
 	for _, n := range names {
 		var cells []string
@@ -151,7 +153,7 @@ func read(path string) (map[string]result, float64, error) {
 }
 
 // summarize counts the passes per proxier, of the conformance tests and of all.
-func summarize(names []string, results map[string]map[string]result, took map[string]float64, proxiers []string) string {
+func summarize(names []string, results map[string]map[string]result, took map[string]float64, cpu map[string]proxierCPU, proxiers []string) string {
 	var parts []string
 	for _, p := range proxiers {
 		conf, confPassed, ran, passed := 0, 0, 0, 0
@@ -175,9 +177,39 @@ func summarize(names []string, results map[string]map[string]result, took map[st
 		if took[p] > 0 {
 			part += fmt.Sprintf(" in %.0f min", took[p]/60)
 		}
+		if c := cpu[p]; c.nodes > 0 {
+			part += fmt.Sprintf(" (its proxier's CPU per node: %.0f s own, %.0f s in processes it ran)", c.own/float64(c.nodes), c.children/float64(c.nodes))
+		}
 		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// proxierCPU sums what the nodes' cpu-NODE.txt files say (e2e/framework's
+// KeepProxierMetrics): the proxier processes' own CPU seconds and those of
+// the processes they ran.
+type proxierCPU struct {
+	nodes         int
+	own, children float64
+}
+
+// readCPU reads dir's cpu-*.txt; a file it cannot read counts for nothing.
+func readCPU(dir string) proxierCPU {
+	var c proxierCPU
+	files, _ := filepath.Glob(filepath.Join(dir, "cpu-*.txt"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var name string
+		var pid int
+		var own, children float64
+		if _, err := fmt.Sscanf(string(b), "%s pid %d: own %f s, child processes %f s", &name, &pid, &own, &children); err == nil {
+			c.nodes, c.own, c.children = c.nodes+1, c.own+own, c.children+children
+		}
+	}
+	return c
 }
 
 // failureReason is the failure's message or, as ginkgo v2 leaves that

@@ -38,6 +38,19 @@ func TestReportPutsProxiersSideBySide(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Two nodes' proxier CPU for upstream, one unreadable.
+	if err := os.MkdirAll(filepath.Join(dir, "upstream", "node"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for node, line := range map[string]string{
+		"kip-node-1": "kube-proxy pid 871: own 50.1 s, child processes 175.0 s\n",
+		"kip-node-2": "kube-proxy pid 889: own 30.0 s, child processes 125.0 s\n",
+		"kip-node-3": "error: no kube-proxy or kube-ipvs-proxy process in /run/netns/kip-node-3\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "upstream", "node", "cpu-"+node+".txt"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	err := run(dir, []string{"ours", "upstream"})
 	if err == nil || !strings.Contains(err.Error(), "should be rejected when no endpoints exist") {
 		t.Errorf("ours fails a test upstream passes, and the report says %v", err)
@@ -49,7 +62,7 @@ func TestReportPutsProxiersSideBySide(t *testing.T) {
 	report := string(b)
 	for _, want := range []string{
 		"| [sig-network] Services should serve endpoints on same port and different protocols [Conformance] | **failed** (94 s): service not reachable within 2m0s timeout | not run |",
-		"ours: 2/3 conformance tests, 2/4 of all tests run in 69 min; upstream: 1/1 conformance tests, 2/2 of all tests run",
+		"ours: 2/3 conformance tests, 2/4 of all tests run in 69 min; upstream: 1/1 conformance tests, 2/2 of all tests run (its proxier's CPU per node: 40 s own, 150 s in processes it ran)",
 		"| [sig-network] API Server should provide secure master service [Conformance] | passed (3 s) | not run |",
 		"| [sig-network] Services should be rejected when no endpoints exist | **failed** (31 s): no REFUSED | passed (12 s) |",
 		"| [sig-network] Services should respect internalTrafficPolicy=Local Pod to Pod | skipped: Requires at least 2 nodes (not 1) | not run |",

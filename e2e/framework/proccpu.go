@@ -1,0 +1,67 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// proxierCPU says how much CPU the proxier in the network namespace at
+// netns (a node's) has used: its own, and that of the child processes it
+// ran and reaped (kube-proxy's ipset and iptables runs, which its own
+// process_cpu_seconds_total leaves out), as one line:
+//
+//	kube-proxy pid 871: own 50.1 s, child processes 175.0 s
+func proxierCPU(netns string) (string, error) {
+	var want syscall.Stat_t
+	if err := syscall.Stat(netns, &want); err != nil {
+		return "", err
+	}
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return "", err
+	}
+	for _, d := range dirs {
+		comm, err := os.ReadFile(filepath.Join(d, "comm"))
+		if name := strings.TrimSpace(string(comm)); err != nil || name != "kube-proxy" && name != "kube-ipvs-proxy" {
+			continue
+		}
+		var ns syscall.Stat_t
+		if syscall.Stat(filepath.Join(d, "ns/net"), &ns) != nil || ns.Ino != want.Ino || ns.Dev != want.Dev {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			return "", err
+		}
+		own, children, err := cpuOfStat(string(stat))
+		if err != nil {
+			return "", fmt.Errorf("%s/stat: %w", d, err)
+		}
+		return fmt.Sprintf("%s pid %s: own %.1f s, child processes %.1f s", strings.TrimSpace(string(comm)), filepath.Base(d), own, children), nil
+	}
+	return "", fmt.Errorf("no kube-proxy or kube-ipvs-proxy process in %s", netns)
+}
+
+// cpuOfStat reads utime+stime and cutime+cstime, in seconds, from a
+// /proc/PID/stat line (in clock ticks of 1/100 s, Linux's USER_HZ).
+func cpuOfStat(line string) (own, children float64, err error) {
+	i := strings.LastIndexByte(line, ')') // the command may hold spaces and parentheses
+	if i < 0 {
+		return 0, 0, fmt.Errorf("no command in %q", line)
+	}
+	f := strings.Fields(line[i+1:]) // f[0] is the state, field 3
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("%d fields after the command", len(f))
+	}
+	var ticks [4]float64 // fields 14 to 17: utime, stime, cutime, cstime
+	for j := range ticks {
+		if ticks[j], err = strconv.ParseFloat(f[11+j], 64); err != nil {
+			return 0, 0, err
+		}
+	}
+	return (ticks[0] + ticks[1]) / 100, (ticks[2] + ticks[3]) / 100, nil
+}
