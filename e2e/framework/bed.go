@@ -166,7 +166,8 @@ func (b *Bed) PodLogs() map[string]string {
 // kube-proxy both serve it on 127.0.0.1:10249) as metrics-NODE.txt in dir:
 // their sync durations say how late each node was, which a run's failures
 // are weighed by. The CPU its process and the processes it ran used goes
-// to cpu-NODE.txt (see proxierCPU).
+// to cpu-NODE.txt (see proxierCPU), and the VM's by command to
+// cpu-by-command.txt.
 func (b *Bed) KeepProxierMetrics(dir string) {
 	for _, n := range b.Nodes {
 		out, err := n.Command("curl", "-sS", "-m", "20", "http://127.0.0.1:10249/metrics").Output()
@@ -180,6 +181,7 @@ func (b *Bed) KeepProxierMetrics(dir string) {
 		}
 		_ = os.WriteFile(filepath.Join(dir, "cpu-"+n.Name+".txt"), []byte(cpu+"\n"), 0o644)
 	}
+	_ = os.WriteFile(filepath.Join(dir, "cpu-by-command.txt"), []byte(cpuByCommand()), 0o644)
 }
 
 // setupSegment makes the bridge every node hangs off, routes each pod

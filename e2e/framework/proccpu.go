@@ -1,9 +1,11 @@
 package framework
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,4 +66,37 @@ func cpuOfStat(line string) (own, children float64, err error) {
 		}
 	}
 	return (ticks[0] + ticks[1]) / 100, (ticks[2] + ticks[3]) / 100, nil
+}
+
+// cpuByCommand sums, by command name, the CPU the VM's live processes have
+// used, their own and their reaped children's, most first: where a run's
+// CPU went (kubelets, containerds, proxiers), one line each.
+func cpuByCommand() string {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	by := map[string]float64{}
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		line := string(stat)
+		open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+		own, children, err := cpuOfStat(line)
+		if err != nil || open < 0 || end < open {
+			continue
+		}
+		by[line[open+1:end]] += own + children
+	}
+	names := make([]string, 0, len(by))
+	for n := range by {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(by[b], by[a]) })
+	var b strings.Builder
+	for _, n := range names {
+		if by[n] >= 1 {
+			fmt.Fprintf(&b, "%8.1f s  %s\n", by[n], n)
+		}
+	}
+	return b.String()
 }
