@@ -22,30 +22,44 @@ func proxierCPU(netns string) (string, error) {
 	if err := syscall.Stat(netns, &want); err != nil {
 		return "", err
 	}
-	dirs, err := filepath.Glob("/proc/[0-9]*")
-	if err != nil {
-		return "", err
-	}
-	for _, d := range dirs {
-		comm, err := os.ReadFile(filepath.Join(d, "comm"))
-		if name := strings.TrimSpace(string(comm)); err != nil || name != "kube-proxy" && name != "kube-ipvs-proxy" {
+	for _, p := range processes() {
+		if p.comm != "kube-proxy" && p.comm != "kube-ipvs-proxy" {
 			continue
 		}
 		var ns syscall.Stat_t
-		if syscall.Stat(filepath.Join(d, "ns/net"), &ns) != nil || ns.Ino != want.Ino || ns.Dev != want.Dev {
-			continue
+		if syscall.Stat(filepath.Join(p.dir, "ns/net"), &ns) == nil && ns.Ino == want.Ino && ns.Dev == want.Dev {
+			return fmt.Sprintf("%s pid %s: own %.1f s, child processes %.1f s", p.comm, filepath.Base(p.dir), p.own, p.children), nil
 		}
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			return "", err
-		}
-		own, children, err := cpuOfStat(string(stat))
-		if err != nil {
-			return "", fmt.Errorf("%s/stat: %w", d, err)
-		}
-		return fmt.Sprintf("%s pid %s: own %.1f s, child processes %.1f s", strings.TrimSpace(string(comm)), filepath.Base(d), own, children), nil
 	}
 	return "", fmt.Errorf("no kube-proxy or kube-ipvs-proxy process in %s", netns)
+}
+
+// process is one live process: its /proc directory, command name, and CPU
+// seconds, its own and its reaped children's.
+type process struct {
+	dir, comm     string
+	own, children float64
+}
+
+// processes reads every live process's /proc/PID/stat; one that ends
+// meanwhile, or that cannot be read, is left out.
+func processes() []process {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []process
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		line := string(stat)
+		open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+		own, children, err := cpuOfStat(line)
+		if err != nil || open < 0 || end < open {
+			continue
+		}
+		out = append(out, process{dir: d, comm: line[open+1 : end], own: own, children: children})
+	}
+	return out
 }
 
 // cpuOfStat reads utime+stime and cutime+cstime, in seconds, from a
@@ -72,20 +86,9 @@ func cpuOfStat(line string) (own, children float64, err error) {
 // used, their own and their reaped children's, most first: where a run's
 // CPU went (kubelets, containerds, proxiers), one line each.
 func cpuByCommand() string {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	by := map[string]float64{}
-	for _, d := range dirs {
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		line := string(stat)
-		open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
-		own, children, err := cpuOfStat(line)
-		if err != nil || open < 0 || end < open {
-			continue
-		}
-		by[line[open+1:end]] += own + children
+	for _, p := range processes() {
+		by[p.comm] += p.own + p.children
 	}
 	names := make([]string, 0, len(by))
 	for n := range by {
