@@ -5,6 +5,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -209,3 +210,96 @@ func TestSetsMadeAtIPSetToolsRevisions(t *testing.T) {
 		}
 	}
 }
+
+// TestIPSetEntriesReadBackAsWritten: for every set type and family the
+// proxier makes, Entries lists what was written, as ipset(8) itself lists
+// it (`ipset save`, upstream kube-proxy's reader); one set is big enough
+// for the kernel to answer in many messages.
+func TestIPSetEntriesReadBackAsWritten(t *testing.T) {
+	t.Parallel()
+	const ns = "kip-ipset-list"
+	var h *ipset.Netlink
+	var err error
+	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := func(typ ipset.Type, v6 bool) []ipset.Entry {
+		a, b, net := mustAddr("10.96.0.1"), mustAddr("10.244.1.7"), netip.MustParsePrefix("192.0.2.0/24")
+		if v6 {
+			a, b, net = mustAddr("fd00::1"), mustAddr("fd00:244::7"), netip.MustParsePrefix("2001:db8::/64")
+		}
+		switch typ {
+		case ipset.BitmapPort:
+			return []ipset.Entry{{Port: 30080}, {Port: 0}, {Port: 65535}}
+		case ipset.HashIP:
+			return []ipset.Entry{{IP: a}, {IP: b}}
+		case ipset.HashIPPort:
+			return []ipset.Entry{{IP: a, Protocol: ipset.EntryTCP, Port: 443}, {IP: a, Protocol: ipset.EntryUDP, Port: 53}, {IP: b, Protocol: ipset.EntrySCTP, Port: 9}}
+		case ipset.HashIPPortIP:
+			return []ipset.Entry{{IP: b, Protocol: ipset.EntryTCP, Port: 8080, IP2: b}, {IP: b, Protocol: ipset.EntryUDP, Port: 53, IP2: a}}
+		case ipset.HashIPPortNet:
+			return []ipset.Entry{
+				ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: 80}.WithNet(net),
+				ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: 80}.WithNet(netip.PrefixFrom(b, 8).Masked()),
+			}
+		}
+		t.Fatalf("no entries for set type %s", typ)
+		return nil
+	}
+	seen := map[string]bool{}
+	for i, s := range desired.AllSets() {
+		kind := string(s.Type) + " " + s.Family
+		if seen[kind] || s.Type == ipset.BitmapPort && seen[string(s.Type)] {
+			continue
+		}
+		seen[kind], seen[string(s.Type)] = true, true
+		s.Name = fmt.Sprintf("KIP-LIST-%d", i)
+		want := shapes(s.Type, s.Family == "inet6")
+		if s.Type == ipset.HashIPPort && s.Family == "inet" {
+			// Thousands of entries: an answer of many messages.
+			for p := range 3000 {
+				want = append(want, ipset.Entry{IP: mustAddr("10.96.7.7"), Protocol: ipset.EntryTCP, Port: uint16(1000 + p)})
+			}
+		}
+		if err := h.EnsureSet(s); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if err := errors.Join(h.AddEntries(s.Name, want)...); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		got, err := h.Entries(s.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		saved, err := framework.Output("ip", "netns", "exec", ns, "ipset", "save", s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tools []string
+		for _, l := range strings.Split(saved, "\n") {
+			if e, ok := strings.CutPrefix(l, "add "+s.Name+" "); ok {
+				tools = append(tools, e)
+			}
+		}
+		strs := func(es []ipset.Entry) []string {
+			var out []string
+			for _, e := range es {
+				out = append(out, e.String())
+			}
+			slices.Sort(out)
+			return out
+		}
+		slices.Sort(tools)
+		if g, w := strs(got), strs(want); !slices.Equal(g, w) || !slices.Equal(tools, w) {
+			t.Errorf("%s: listed %d entries, ipset save %d, written %d; first listed %q, saved %q, written %q",
+				kind, len(g), len(tools), len(w), head(g), head(tools), head(w))
+		}
+	}
+	if _, err := h.Entries("KIP-LIST-MISSING"); !errors.Is(err, ipset.ErrNoSet) {
+		t.Errorf("Entries of a missing set: %v, want ErrNoSet", err)
+	}
+}
+
+// head is the first few of a list, for a failure message.
+func head(s []string) []string { return s[:min(len(s), 4)] }

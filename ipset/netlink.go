@@ -76,33 +76,6 @@ func (n *Netlink) EnsureSet(s Set) error {
 	return fmt.Errorf("create ipset %s (%s): %w", s.Name, s.Type, err)
 }
 
-func (n *Netlink) Entries(set string) ([]Entry, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	res, err := listContained(n.h.IpsetList, set)
-	if err != nil {
-		return nil, fmt.Errorf("list ipset %s: %w", set, ipsetError(err))
-	}
-	out := make([]Entry, 0, len(res.Entries))
-	for _, e := range res.Entries {
-		out = append(out, fromLib(e))
-	}
-	return out, nil
-}
-
-// listContained calls list, turning a panic into an error: the netlink
-// library's IpsetList asserts that every failed request's error is an
-// errno, and panics on any other (an interrupted dump, a receive error),
-// which would take the drift check, and the proxier, down.
-func listContained(list func(string) (*netlink.IPSetResult, error), set string) (res *netlink.IPSetResult, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("the netlink library failed: %v", r)
-		}
-	}()
-	return list(set)
-}
-
 // listHeaderOnly is IPSET_FLAG_LIST_HEADER: a list request answered with
 // the set's header alone.
 const listHeaderOnly = 1 << 2
@@ -193,41 +166,23 @@ func parseHeader(body []byte, count, maxElem *int) {
 		return
 	}
 	nlbatch.Attrs(body[4:], func(typ uint16, v []byte) {
-		if typ != nl.IPSET_ATTR_DATA {
-			return
+		if typ == nl.IPSET_ATTR_DATA {
+			parseHeaderData(v, count, maxElem)
 		}
-		nlbatch.Attrs(v, func(typ uint16, v []byte) {
-			switch {
-			case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
-				*count = int(binary.BigEndian.Uint32(v))
-			case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
-				*maxElem = int(binary.BigEndian.Uint32(v))
-			}
-		})
 	})
 }
 
-func fromLib(e netlink.IPSetEntry) Entry {
-	var out Entry
-	if ip, ok := netip.AddrFromSlice(e.IP); ok {
-		out.IP = ip.Unmap()
-	}
-	if e.Port != nil {
-		out.Port = *e.Port
-		if e.Protocol != nil && out.IP.IsValid() {
-			out.Protocol = EntryProtocol(*e.Protocol)
+// parseHeaderData reads the entry count and maxelem from a header's
+// IPSET_ATTR_DATA.
+func parseHeaderData(data []byte, count, maxElem *int) {
+	nlbatch.Attrs(data, func(typ uint16, v []byte) {
+		switch {
+		case typ == nl.IPSET_ATTR_ELEMENTS && len(v) == 4:
+			*count = int(binary.BigEndian.Uint32(v))
+		case typ == nl.IPSET_ATTR_MAXELEM && len(v) == 4:
+			*maxElem = int(binary.BigEndian.Uint32(v))
 		}
-	}
-	if ip2, ok := netip.AddrFromSlice(e.IP2); ok {
-		ip2 = ip2.Unmap()
-		// The kernel reports a prefix length only for net types.
-		if e.CIDR2 != 0 {
-			out = out.WithNet(netip.PrefixFrom(ip2, int(e.CIDR2)))
-		} else {
-			out.IP2 = ip2
-		}
-	}
-	return out
+	})
 }
 
 // AddEntries adds entries to a set, many to a system call; an entry already

@@ -1,32 +1,17 @@
 package ipset
 
 import (
-	"errors"
+	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-)
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 
-// The netlink library's IpsetList panics when a request fails with an error
-// that is not an errno (it asserts err.(syscall.Errno)); the read fails
-// instead, and the drift check retries it.
-func TestAListThatPanicsIsAnError(t *testing.T) {
-	libraryLike := func(string) (*netlink.IPSetResult, error) {
-		var err error = errors.New("results may be incomplete or inconsistent")
-		_ = int(err.(syscall.Errno)) // what the library does with it
-		return nil, err
-	}
-	if _, err := listContained(libraryLike, "KUBE-CLUSTER-IP"); err == nil || !strings.Contains(err.Error(), "interface conversion") {
-		t.Fatalf("err = %v, want the panic as an error", err)
-	}
-	ok := func(string) (*netlink.IPSetResult, error) { return &netlink.IPSetResult{}, nil }
-	if res, err := listContained(ok, "KUBE-CLUSTER-IP"); err != nil || res == nil {
-		t.Fatalf("a list that works: %v, %v", res, err)
-	}
-}
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/nlbatch"
+)
 
 // Each of upstream's set types gets the attributes the kernel takes for
 // it: bitmap:port a port and no protocol ("invalid protocol" otherwise),
@@ -49,24 +34,79 @@ func TestEntryAttributesPerSetType(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: %v", c.typ, c.e, err)
 		}
-		k := kernelEntry(t, req)
 		var got []string
-		for _, a := range []struct {
-			name string
-			has  bool
-		}{{"ip", k.IP != nil}, {"ip2", k.IP2 != nil}, {"cidr2", k.CIDR2 != 0}, {"proto", k.Protocol != nil}, {"port", k.Port != nil}} {
-			if a.has {
-				got = append(got, a.name)
+		nlbatch.Attrs(entryData(t, req), func(typ uint16, _ []byte) {
+			if name, ok := map[uint16]string{nl.IPSET_ATTR_IP: "ip", nl.IPSET_ATTR_IP2: "ip2", nl.IPSET_ATTR_CIDR2: "cidr2", nl.IPSET_ATTR_PROTO: "proto", nl.IPSET_ATTR_PORT: "port"}[typ]; ok {
+				got = append(got, name)
 			}
-		}
+		})
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("%s %s: attributes %v, want %s", c.typ, c.e, got, c.want)
 		}
-		if back := fromLib(k); back != c.e {
-			t.Errorf("%s %s: reads back as %s", c.typ, c.e, back)
+		if back := appendListed(nil, listAnswer(1, req)); len(back) != 1 || back[0] != c.e {
+			t.Errorf("%s %s: reads back as %v", c.typ, c.e, back)
 		}
 	}
 	if _, err := encodeEntry("S", Entry{IP: netip.MustParseAddr("10.96.0.1"), Protocol: 1, Port: 1}); err == nil {
 		t.Error("an unknown protocol was encoded")
+	}
+}
+
+// A listing arrives in several messages, the first with the set's header:
+// the entries of all of them are read in order, room for the header's
+// count is made at once, and what is not an entry of ours (a counter, a
+// comment, a short attribute) is skipped.
+func TestListedAcrossMessages(t *testing.T) {
+	es := []Entry{
+		{IP: netip.MustParseAddr("10.96.0.1"), Protocol: EntryTCP, Port: 443},
+		{IP: netip.MustParseAddr("fd00::a"), Protocol: EntryUDP, Port: 53},
+		{Port: 30080},
+	}
+	var reqs [][]byte
+	for _, e := range es {
+		req, err := encodeEntry("KUBE-X", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, req)
+	}
+	// The kernel's header counts the whole set, not the message's entries.
+	out := appendListed(nil, listAnswer(len(es), reqs[0]))
+	if len(out) != 1 || cap(out) != len(es) {
+		t.Fatalf("after the first message: %v with room for %d, want 1 entry with room for %d", out, cap(out), len(es))
+	}
+	// A later message: no header; besides the entries, attributes the
+	// reader does not know or cannot read.
+	later := nlbatch.Nest([]byte{unix.AF_INET, 0, 0, 0}, nl.IPSET_ATTR_ADT|nlbatch.Nested, func(b []byte) []byte {
+		b = nlbatch.Attr(b, nl.IPSET_ATTR_DATA|nlbatch.Nested, append(entryData(t, reqs[1]),
+			nlbatch.Attr(nil, nl.IPSET_ATTR_PACKETS|nlbatch.NetByteOrder, binary.BigEndian.AppendUint64(nil, 7))...))
+		b = nlbatch.Attr(b, nl.IPSET_ATTR_COMMENT, nlbatch.String("not ours"))
+		b = nlbatch.Attr(b, nl.IPSET_ATTR_DATA|nlbatch.Nested, entryData(t, reqs[2]))
+		return nlbatch.Attr(b, nl.IPSET_ATTR_DATA|nlbatch.Nested, nlbatch.Attr(nil, nl.IPSET_ATTR_PORT, []byte{1}))
+	})
+	out = appendListed(out, later)
+	want := append(append([]Entry(nil), es...), Entry{})
+	if !slices.Equal(out, want) {
+		t.Fatalf("listed %v, want %v", out, want)
+	}
+}
+
+// BenchmarkListed reads a 1,000-entry message of a hash:ip,port listing:
+// the listing's own allocation is the entries' slice, made once.
+func BenchmarkListed(b *testing.B) {
+	var reqs [][]byte
+	for i := range 1000 {
+		req, err := encodeEntry("KUBE-X", Entry{IP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Protocol: EntryTCP, Port: 80})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs = append(reqs, req)
+	}
+	msg := listAnswer(len(reqs), reqs...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := appendListed(nil, msg); len(out) != len(reqs) {
+			b.Fatalf("%d entries", len(out))
+		}
 	}
 }
