@@ -61,7 +61,11 @@ func (s *session) profile(what, file string) {
 		s.logf("profile %s: %v", what, err)
 		return
 	}
-	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", s.name, s.n, file)), data, 0o644)
+	ext := ".pb.gz"
+	if strings.Contains(what, "debug=1") {
+		ext = ".txt" // the text form, which ends with the runtime's memory statistics
+	}
+	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s%s", s.name, s.n, file, ext)), data, 0o644)
 }
 
 // keep writes a file for the record into the results directory, with any
@@ -432,6 +436,8 @@ func (s *session) steadySync() record {
 	}
 	rec.Note = fmt.Sprintf("%.2f CPU s over %d sync periods (%d syncs observed)", cpu, steadyPeriods, int(syncs))
 	s.logf("steady: %.2f CPU s per sync period", *rec.CPUs)
+	s.profile("heap", "steady-heap")
+	s.profile("heap?debug=1", "steady-memstats")
 	return rec
 }
 
