@@ -27,7 +27,7 @@ func (n *Netlink) Entries(set string) ([]Entry, error) {
 	var out []Entry
 	err := nlbatch.Whole(func() error {
 		out = out[:0]
-		return n.w.Dump(req, func(body []byte) { out = appendListed(out, body) })
+		return n.r.Dump(req, func(body []byte) { out = appendListed(out, body) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list ipset %s: %w", set, ipsetError(err))
@@ -54,8 +54,11 @@ func appendListed(out []Entry, body []byte) []Entry {
 			}
 		case nl.IPSET_ATTR_ADT:
 			nlbatch.Attrs(v, func(typ uint16, v []byte) {
-				if typ == nl.IPSET_ATTR_DATA {
-					out = append(out, parseEntry(v))
+				if typ != nl.IPSET_ATTR_DATA {
+					return
+				}
+				if e, ok := parseEntry(v); ok {
+					out = append(out, e)
 				}
 			})
 		}
@@ -66,8 +69,9 @@ func appendListed(out []Entry, body []byte) []Entry {
 // parseEntry reads one listed entry: the addresses, port, protocol and
 // prefix length the set types of ours carry; anything else (counters,
 // timeouts, comments) is not ours and is ignored. A protocol counts only
-// with a port and an address: bitmap:port lists the port alone.
-func parseEntry(data []byte) Entry {
+// with a port and an address: bitmap:port lists the port alone. An entry
+// with neither an address nor a port is not one of ours: not ok.
+func parseEntry(data []byte) (Entry, bool) {
 	var e Entry
 	var ip2 netip.Addr
 	var cidr2 uint8
@@ -103,7 +107,7 @@ func parseEntry(data []byte) Entry {
 	default:
 		e.IP2 = ip2
 	}
-	return e
+	return e, hasPort || e.IP.IsValid()
 }
 
 // nestedAddr reads an IPSET_ATTR_IP or IP2 nest: one IPv4 or IPv6 address.

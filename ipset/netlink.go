@@ -20,6 +20,9 @@ type Netlink struct {
 	mu sync.Mutex
 	h  *netlink.Handle // creates and lists sets
 	w  *nlbatch.Conn   // adds, deletes (batched) and tests entries
+	// r lists sets: a netlink socket answers one request at a time, and
+	// a drift check's listing of a big set must not hold up a sync's writes.
+	r *nlbatch.Conn
 	// revisions are the kernel's known revisions per set type and family,
 	// asked once (revision).
 	revisions map[typeKey]kernelRevisions
@@ -42,7 +45,13 @@ func NewNetlink() (*Netlink, error) {
 		h.Close()
 		return nil, fmt.Errorf("open ipset netlink: %w", err)
 	}
-	return &Netlink{h: h, w: w}, nil
+	r, err := nlbatch.Dial(unix.NETLINK_NETFILTER)
+	if err != nil {
+		h.Close()
+		w.Close()
+		return nil, fmt.Errorf("open ipset netlink: %w", err)
+	}
+	return &Netlink{h: h, w: w, r: r}, nil
 }
 
 func (n *Netlink) EnsureSet(s Set) error {
