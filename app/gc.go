@@ -20,7 +20,7 @@ import (
 // GOGC in the environment turns this off; GOMEMLIMIT adds its cap to it.
 const (
 	steadyGCPercent  = 50       // GOGC while 50% of the live heap is within steadyGCHeadroom
-	steadyGCHeadroom = 64 << 20 // bytes the heap may grow past its live size, at most...
+	steadyGCHeadroom = 32 << 20 // bytes the heap may grow past its live size, at most...
 	minGCPercent     = 10       // ...unless that is under 10% of it
 	gcTuneEvery      = time.Minute
 )

@@ -10,9 +10,9 @@ func TestSteadyGCHeadroomIsBoundedAtLargeHeaps(t *testing.T) {
 	}{
 		{0, 50},         // the runtime said nothing: the default
 		{55 * mb, 50},   // 10k Services: 50%, 27 MB
-		{128 * mb, 50},  // 50% is the whole budget
-		{256 * mb, 25},  // 50k Services: 64 MB, not 128
-		{640 * mb, 10},  // 64 MB would be 10%
+		{64 * mb, 50},   // 50% is the whole budget
+		{256 * mb, 12},  // 50k Services: 32 MB, not 128
+		{320 * mb, 10},  // 32 MB would be 10%
 		{2048 * mb, 10}, // never under 10%: GC would run all the time
 	} {
 		if got := steadyGCPercentFor(c.live); got != c.want {
