@@ -63,11 +63,12 @@ func (k kernel) kubernetesReady() bool {
 // default/kubernetes.
 type wanted struct {
 	virtualServers, addresses int
+	clusterIPs                int // of the addresses
 	entries                   map[string]int
 }
 
 func wantedObjects(n int, mix string) wanted {
-	w := wanted{virtualServers: 1, addresses: 1, entries: map[string]int{"KUBE-CLUSTER-IP": 1, "KUBE-IPVS-IPS": 1}}
+	w := wanted{virtualServers: 1, addresses: 1, clusterIPs: n + 1, entries: map[string]int{"KUBE-CLUSTER-IP": 1, "KUBE-IPVS-IPS": 1}}
 	nodeAddrs := nodeAddrsOf(mix)
 	for i := 0; i < n; i++ {
 		o := objectsOf(i, mix, nodeAddrs)
@@ -82,9 +83,23 @@ func wantedObjects(n int, mix string) wanted {
 
 // complete says whether the kernel holds the whole desired state for n
 // Services of the mix, with perService endpoints each, plus
-// default/kubernetes; the string says what is missing.
-func (k kernel) complete(n, perService int, mix string) (bool, string) {
+// default/kubernetes; the string says what is missing. routed is our
+// --ipvs-vip-mode=local-route: the cluster IPs are local through a route
+// for the Service range, not bound to kube-ipvs0.
+func (k kernel) complete(n, perService int, mix string, routed bool) (bool, string) {
 	want := wantedObjects(n, mix)
+	if routed {
+		want.addresses -= want.clusterIPs
+		vips := []netip.Addr{kubeVIP}
+		if n > 0 {
+			vips = append(vips, serviceIP(n-1))
+		}
+		for _, vip := range vips {
+			if routes, err := netlink.RouteGet(vip.AsSlice()); err != nil || len(routes) == 0 || routes[0].Type != unix.RTN_LOCAL {
+				return false, fmt.Sprintf("cluster IP %s not local (%v)", vip, err)
+			}
+		}
+	}
 	vss, err := k.ipvs.VirtualServers()
 	if err != nil {
 		return false, err.Error()

@@ -291,7 +291,7 @@ func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, err
 	if err != nil {
 		return nil, err
 	}
-	ok, missing := k.complete(n, o.perService, o.mix)
+	ok, missing := k.complete(n, o.perService, o.mix, false)
 	note := fmt.Sprintf("%d VIP addresses on kube-ipvs0: %s of it", wantedObjects(n, o.mix).addresses, addresses.Round(time.Millisecond))
 	if route, err := floorLocalRoute(k); err != nil {
 		note += "; " + err.Error()
@@ -336,6 +336,12 @@ const beforeName = "kube-ipvs-proxy-before"
 // profiled says whether a proxier is profiled: ours, the code before
 // included, so that the two carry the same cost of being measured.
 func profiled(name string) bool { return name == "kube-ipvs-proxy" || name == beforeName }
+
+// routed says whether this session's proxier is ours in
+// --ipvs-vip-mode=local-route (given by -ours-flags).
+func (s *session) routed() bool {
+	return profiled(s.name) && strings.Contains(strings.Join(s.o.oursFlags, " "), "local-route")
+}
 
 // oursBenchFlags: profiled, and JSON logs, whose sync lines parseSyncs reads
 // whichever version wrote them.
@@ -431,6 +437,7 @@ type completion struct {
 	k             kernel
 	n, perService int
 	mix           string
+	routed        bool // see kernel.complete
 	next          time.Time
 }
 
@@ -442,7 +449,7 @@ func (c *completion) poll(start time.Time) (bool, time.Duration) {
 		return false, 0
 	}
 	t0 := time.Now()
-	ok, _ := c.k.complete(c.n, c.perService, c.mix)
+	ok, _ := c.k.complete(c.n, c.perService, c.mix, c.routed)
 	c.next = time.Now().Add(10 * time.Since(t0))
 	return ok, seen
 }
@@ -481,7 +488,7 @@ func (s *session) coldStart() (record, error) {
 	cold := s.record("cold-start")
 	cold.Samples = ptr(1)
 	var kubeAt time.Duration
-	check := completion{k: s.k, n: s.n, perService: s.o.perService, mix: s.o.mix}
+	check := completion{k: s.k, n: s.n, perService: s.o.perService, mix: s.o.mix, routed: s.routed()}
 	for {
 		if done, err := p.Exited(); done {
 			return cold, fmt.Errorf("%s exited: %v (see %s)", s.name, err, p.LogPath)
@@ -502,7 +509,7 @@ func (s *session) coldStart() (record, error) {
 			}
 		}
 		if since > coldCap {
-			_, missing := s.k.complete(s.n, s.o.perService, s.o.mix)
+			_, missing := s.k.complete(s.n, s.o.perService, s.o.mix, s.routed())
 			if kubeAt == 0 {
 				missing = strings.TrimPrefix(missing+"; ", "; ") + "default/kubernetes not fully programmed (VS, real server, VIP, ipsets, masquerade rules)"
 			}
