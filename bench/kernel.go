@@ -54,7 +54,8 @@ func (k kernel) kubernetesReady() bool {
 		return false
 	}
 	// One route lookup, where listing kube-ipvs0's addresses returns
-	// thousands: the VIP is local once it is on the link.
+	// thousands: the VIP is local once it is on the link (or, in our
+	// --ipvs-vip-mode=local-route, once the Service range's route is in).
 	routes, err := netlink.RouteGet(kubeVIP.AsSlice())
 	return err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL
 }

@@ -18,7 +18,7 @@ import (
 // Netlink manages sets over the ipset netlink protocol.
 type Netlink struct {
 	mu sync.Mutex
-	h  *netlink.Handle // creates and lists sets
+	h  *netlink.Handle // creates, swaps and destroys sets
 	w  *nlbatch.Conn   // adds, deletes (batched) and tests entries
 	// r lists sets: a netlink socket answers one request at a time, and
 	// a drift check's listing of a big set must not hold up a sync's writes.
