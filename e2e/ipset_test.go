@@ -242,6 +242,7 @@ func TestIPSetEntriesReadBackAsWritten(t *testing.T) {
 			return []ipset.Entry{
 				ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: 80}.WithNet(net),
 				ipset.Entry{IP: a, Protocol: ipset.EntryTCP, Port: 80}.WithNet(netip.PrefixFrom(b, 8).Masked()),
+				ipset.Entry{IP: a, Protocol: ipset.EntryUDP, Port: 53}.WithNet(netip.PrefixFrom(b, b.BitLen())), // a host
 			}
 		}
 		t.Fatalf("no entries for set type %s", typ)

@@ -96,7 +96,9 @@ func (e Entry) String() string {
 	if e.Protocol != 0 {
 		s += fmt.Sprintf(",%s:%d", e.Protocol, e.Port)
 	}
-	if n := e.Net(); n.IsValid() {
+	if n := e.Net(); n.IsSingleIP() {
+		s += "," + n.Addr().String() // ipset(8) leaves a host's /32 or /128 off
+	} else if n.IsValid() {
 		s += "," + n.String()
 	} else if e.IP2.IsValid() {
 		s += "," + e.IP2.String()
