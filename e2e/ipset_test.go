@@ -21,12 +21,7 @@ import (
 func TestIPSetCountsFromTheHeader(t *testing.T) {
 	t.Parallel()
 	const ns = "kip-ipset-count"
-	var h *ipset.Netlink
-	var err error
-	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := ipsetIn(t, ns)
 	sets := []ipset.Set{
 		{Name: "KIP-TEST-IPPORT", Type: ipset.HashIPPort, Family: "inet", MaxElem: 1024},
 		{Name: "KIP-TEST-IPS", Type: ipset.HashIP, Family: "inet", MaxElem: 1024},
@@ -102,12 +97,7 @@ func TestIPSetCountsFromTheHeader(t *testing.T) {
 func TestIPSetGrowsInPlace(t *testing.T) {
 	t.Parallel()
 	const ns = "kip-ipset-grow"
-	var h *ipset.Netlink
-	var err error
-	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := ipsetIn(t, ns)
 	set := ipset.Set{Name: "KIP-TEST-GROW", Type: ipset.HashIPPort, Family: "inet", HashSize: 1024, MaxElem: 1024}
 	if err := h.EnsureSet(set); err != nil {
 		t.Fatal(err)
@@ -161,12 +151,7 @@ func TestIPSetGrowsInPlace(t *testing.T) {
 func TestSetsMadeAtIPSetToolsRevisions(t *testing.T) {
 	t.Parallel()
 	const ns = "kip-ipset-rev"
-	var h *ipset.Netlink
-	var err error
-	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := ipsetIn(t, ns)
 	revision := func(set string) string {
 		t.Helper()
 		out, err := framework.Output("ip", "netns", "exec", ns, "ipset", "list", "-t", set)
@@ -218,12 +203,7 @@ func TestSetsMadeAtIPSetToolsRevisions(t *testing.T) {
 func TestIPSetEntriesReadBackAsWritten(t *testing.T) {
 	t.Parallel()
 	const ns = "kip-ipset-list"
-	var h *ipset.Netlink
-	var err error
-	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := ipsetIn(t, ns)
 	shapes := func(typ ipset.Type, v6 bool) []ipset.Entry {
 		a, b, net := mustAddr("10.96.0.1"), mustAddr("10.244.1.7"), netip.MustParsePrefix("192.0.2.0/24")
 		if v6 {
@@ -304,3 +284,15 @@ func TestIPSetEntriesReadBackAsWritten(t *testing.T) {
 
 // head is the first few of a list, for a failure message.
 func head(s []string) []string { return s[:min(len(s), 4)] }
+
+// ipsetIn opens the ipsets of a new network namespace, removed when t ends.
+func ipsetIn(t *testing.T, ns string) *ipset.Netlink {
+	t.Helper()
+	var h *ipset.Netlink
+	var err error
+	inNetns(t, ns, func() { h, err = ipset.NewNetlink() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
