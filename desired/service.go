@@ -38,6 +38,32 @@ type State struct {
 	LocalReady      [len(Families)]int
 }
 
+// Keys are a State's kernel objects by key, as the reconciler keeps each
+// Service's: what the Service wants of each virtual server it keeps once,
+// by key (at 50k Services a whole State kept per Service cost ~6 MB more).
+type Keys struct {
+	VirtualServers []objects.Key
+	Addresses      []netip.Addr
+	Entries        []SetEntry
+}
+
+// Keys are st's kernel objects by key; the addresses and entries are st's.
+func (st State) Keys() Keys {
+	k := Keys{Addresses: st.Addresses, Entries: st.Entries}
+	if len(st.VirtualServers) > 0 {
+		k.VirtualServers = make([]objects.Key, len(st.VirtualServers))
+	}
+	for i, v := range st.VirtualServers {
+		k.VirtualServers[i] = v.Virtual.Key
+	}
+	return k
+}
+
+// Empty says there are no objects.
+func (k Keys) Empty() bool {
+	return len(k.VirtualServers) == 0 && len(k.Addresses) == 0 && len(k.Entries) == 0
+}
+
 // String prints the state in a stable, readable form: virtual servers
 // with their real servers, bound addresses, then sorted set entries and
 // the facts for health checks and Events.

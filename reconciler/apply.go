@@ -141,14 +141,14 @@ func (r *Reconciler) dirtyOf(names []types.NamespacedName) priority {
 	var p priority
 	vs, addr, entry := dirtyList[ipvs.Key]{}, dirtyList[netip.Addr]{}, dirtyList[desired.SetEntry]{}
 	for _, n := range names {
-		st := r.byService[n]
-		for _, v := range st.VirtualServers {
-			p.vs = vs.add(p.vs, r.vs.dirty, v.Virtual.Key)
+		w := r.byService[n]
+		for _, k := range w.VirtualServers {
+			p.vs = vs.add(p.vs, r.vs.dirty, k)
 		}
-		for _, a := range st.Addresses {
+		for _, a := range w.Addresses {
 			p.addr = addr.add(p.addr, r.addr.dirty, a)
 		}
-		for _, e := range st.Entries {
+		for _, e := range w.Entries {
 			p.entry = entry.add(p.entry, r.entry.dirty, e)
 		}
 	}

@@ -276,13 +276,13 @@ func (r *Reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 func (r *Reconciler) readServices(names []types.NamespacedName) error {
 	var bound map[netip.Addr]bool
 	for _, n := range names {
-		st := r.byService[n]
-		for _, v := range st.VirtualServers {
-			if err := r.readVirtualServer(v.Virtual.Key); err != nil {
+		w := r.byService[n]
+		for _, k := range w.VirtualServers {
+			if err := r.readVirtualServer(k); err != nil {
 				return err
 			}
 		}
-		if len(st.Addresses) > 0 && bound == nil {
+		if len(w.Addresses) > 0 && bound == nil {
 			addrs, err := r.addrs.Addresses()
 			if err != nil {
 				return err
@@ -292,10 +292,10 @@ func (r *Reconciler) readServices(names []types.NamespacedName) error {
 				bound[a] = true
 			}
 		}
-		for _, a := range st.Addresses {
+		for _, a := range w.Addresses {
 			believeIf(&r.addr, a, bound[a])
 		}
-		for _, e := range st.Entries {
+		for _, e := range w.Entries {
 			if r.missingSets[e.Set] {
 				r.entry.forget(e)
 				continue

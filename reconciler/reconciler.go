@@ -48,7 +48,7 @@ type Reconciler struct {
 	// excluded protects virtual servers that are not ours (--ipvs-exclude-cidrs).
 	excluded func(netip.Addr) bool
 
-	byService map[types.NamespacedName]desired.State
+	byService map[types.NamespacedName]desired.Keys // each Service's objects; vs.want has its values
 
 	// One table per kind of kernel object (see table). A failed object is
 	// retried alone, after a delay that doubles per failure up to the sync
@@ -217,7 +217,7 @@ func New(k Kernel, o Options) *Reconciler {
 	}
 	r := &Reconciler{
 		ipvs: k.IPVS, addrs: k.Links, sets: k.Sets, flows: staleFlows{conntrack: k.Conntrack}, setNames: o.SetNames, excluded: excluded,
-		byService:  map[types.NamespacedName]desired.State{},
+		byService:  map[types.NamespacedName]desired.Keys{},
 		vs:         newTable[ipvs.Key, desired.VirtualServer, heldVS](status.KindVirtualServer, retryMax),
 		addr:       newTable[netip.Addr, struct{}, struct{}](status.KindAddress, retryMax),
 		entry:      newTable[desired.SetEntry, struct{}, struct{}](status.KindSetEntry, retryMax),
@@ -335,9 +335,9 @@ type heldVS struct {
 // delay: what is wanted of it may have changed.
 func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 	old := r.byService[name]
-	for _, v := range old.VirtualServers {
-		r.vs.delete(v.Virtual.Key, name)
-		r.retryRealServersNow(v.Virtual.Key)
+	for _, k := range old.VirtualServers {
+		r.vs.delete(k, name)
+		r.retryRealServersNow(k)
 	}
 	for _, a := range old.Addresses {
 		r.addr.delete(a, name)
@@ -350,8 +350,8 @@ func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 		r.retryRealServersNow(v.Virtual.Key)
 		r.endDrain(v.Virtual.Key)
 	}
-	for _, v := range old.VirtualServers {
-		r.startDrain(v.Virtual.Key)
+	for _, k := range old.VirtualServers {
+		r.startDrain(k)
 	}
 	for _, a := range st.Addresses {
 		r.addr.update(a, name, struct{}{})
@@ -359,13 +359,13 @@ func (r *Reconciler) setService(name types.NamespacedName, st desired.State) {
 	for _, e := range st.Entries {
 		r.wantEntry(e, name)
 	}
-	gone := len(st.VirtualServers) == 0 && len(st.Addresses) == 0 && len(st.Entries) == 0
-	if gone {
+	keys := st.Keys()
+	if keys.Empty() {
 		delete(r.byService, name)
 	} else {
-		r.byService[name] = st
+		r.byService[name] = keys
 	}
-	r.programmed.Changed(name, gone)
+	r.programmed.Changed(name, keys.Empty())
 }
 
 // retryRealServersNow makes virtual server k's failed real servers due.

@@ -19,7 +19,7 @@ func (r *Reconciler) State(names ...types.NamespacedName) view.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return serviceview.State(serviceview.Services{
-		Wanted: r.byService, Programmed: r.programmed.At(), Belief: belief{r}, Failed: r.failedLocked(),
+		Wanted: r.byService, VirtualServer: r.vs.want.Of, Programmed: r.programmed.At(), Belief: belief{r}, Failed: r.failedLocked(),
 	}, names)
 }
 
@@ -47,19 +47,19 @@ func (r *Reconciler) settleProgrammed() {
 	r.programmed.Settle(r.now(), func(name types.NamespacedName) bool { return r.clean(r.byService[name]) })
 }
 
-// clean says whether none of st's objects is dirty.
-func (r *Reconciler) clean(st desired.State) bool {
-	for _, v := range st.VirtualServers {
-		if r.vs.dirty[v.Virtual.Key] {
+// clean says whether none of w's objects is dirty.
+func (r *Reconciler) clean(w desired.Keys) bool {
+	for _, k := range w.VirtualServers {
+		if r.vs.dirty[k] {
 			return false
 		}
 	}
-	for _, a := range st.Addresses {
+	for _, a := range w.Addresses {
 		if r.addr.dirty[a] {
 			return false
 		}
 	}
-	for _, e := range st.Entries {
+	for _, e := range w.Entries {
 		if r.entry.dirty[e] {
 			return false
 		}

@@ -64,6 +64,16 @@ func (o Map[K, V]) Remove(k K, owner types.NamespacedName) {
 // Owner is a Service that wants k, or zero if none does.
 func (o Map[K, V]) Owner(k K) types.NamespacedName { return o[k].owner }
 
+// Of is what owner wants of k, and whether it wants k.
+func (o Map[K, V]) Of(k K, owner types.NamespacedName) (V, bool) {
+	cur, ok := o[k]
+	if !ok || cur.owner == owner {
+		return cur.value, ok
+	}
+	v, ok := cur.more[owner]
+	return v, ok
+}
+
 // Get is what an owner of k wants of it, and whether any Service wants k.
 func (o Map[K, V]) Get(k K) (V, bool) {
 	cur, ok := o[k]

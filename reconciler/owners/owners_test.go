@@ -14,6 +14,14 @@ func TestOwnersKeepAnObjectUntilItsLastOwner(t *testing.T) {
 	if v, ok := o.Get("vip"); !ok || v != 20 {
 		t.Fatalf("two owners: got %d, %v; want b's latest value 20", v, ok)
 	}
+	for owner, want := range map[string]int{"b": 20, "c": 3} {
+		if v, ok := o.Of("vip", testobj.Name(owner)); !ok || v != want {
+			t.Fatalf("what %s wants: got %d, %v; want %d", owner, v, ok, want)
+		}
+	}
+	if _, ok := o.Of("vip", testobj.Name("x")); ok {
+		t.Fatal("x wants vip, which it never asked for")
+	}
 	o.Remove("vip", testobj.Name("b")) // the inline owner goes; another takes its place
 	if v, ok := o.Get("vip"); !ok || v != 3 {
 		t.Fatalf("after b left: got %d, %v; want c's value 3", v, ok)

@@ -32,9 +32,11 @@ type Belief interface {
 
 // Services is what the view is built from.
 type Services struct {
-	// Wanted is what each Service wants; a Service that wants nothing is
-	// not in it.
-	Wanted map[types.NamespacedName]desired.State
+	// Wanted is what each Service wants, by key; a Service that wants
+	// nothing is not in it. VirtualServer is what a Service wants of a
+	// virtual server.
+	Wanted        map[types.NamespacedName]desired.Keys
+	VirtualServer func(k objects.Key, owner types.NamespacedName) (desired.VirtualServer, bool)
 	// Programmed is when each Service was last fully programmed.
 	Programmed map[types.NamespacedName]time.Time
 	Belief     Belief
@@ -57,8 +59,8 @@ func State(s Services, names []types.NamespacedName) view.State {
 	out := view.State{Services: []view.Service{}, Failed: s.Failed}
 	failed := byName(s.Failed)
 	for _, n := range names {
-		if st, ok := s.Wanted[n]; ok {
-			out.Services = append(out.Services, service(n, st, s.Programmed[n], s.Belief, failed))
+		if w, ok := s.Wanted[n]; ok {
+			out.Services = append(out.Services, service(n, w, s, failed))
 		}
 	}
 	return out
@@ -101,20 +103,24 @@ func (f failures) add(out []status.Object, kind status.Kind, name string) []stat
 
 // service is one Service's view: each object it wants, whether it is held,
 // and the objects whose last write failed.
-func service(name types.NamespacedName, st desired.State, programmed time.Time, b Belief, f failures) view.Service {
-	s := view.Service{Name: name.String(), Programmed: programmed}
-	for _, v := range st.VirtualServers {
-		k := v.Virtual.Key
+func service(name types.NamespacedName, w desired.Keys, all Services, f failures) view.Service {
+	s := view.Service{Name: name.String(), Programmed: all.Programmed[name]}
+	b := all.Belief
+	for _, k := range w.VirtualServers {
+		v, ok := all.VirtualServer(k, name)
+		if !ok {
+			continue
+		}
 		have, reals, held := b.VirtualServer(k)
 		s.VirtualServers = append(s.VirtualServers, virtualServer(v, have, reals, held))
 		s.Failed = f.add(s.Failed, status.KindVirtualServer, k.String())
 		s.Failed = append(s.Failed, f.reals[k.String()]...)
 	}
-	for _, a := range st.Addresses {
+	for _, a := range w.Addresses {
 		s.Addresses = append(s.Addresses, view.Member{Object: a.String(), Held: b.Address(a)})
 		s.Failed = f.add(s.Failed, status.KindAddress, a.String())
 	}
-	for _, e := range st.Entries {
+	for _, e := range w.Entries {
 		s.Entries = append(s.Entries, view.Member{Object: e.String(), Held: b.Entry(e)})
 		s.Failed = f.add(s.Failed, status.KindSetEntry, e.String())
 	}

@@ -49,14 +49,18 @@ func TestStateShowsEachServiceBesideTheBelief(t *testing.T) {
 		{Kind: status.KindRealServer, Object: "10.96.0.1:80/TCP 10.244.0.2:8080", Failure: failure},
 		{Kind: status.KindSetEntry, Object: "KUBE-IPVS-IPS 10.96.0.1", Failure: failure},
 	}
+	wanted := desired.VirtualServer{Virtual: virtual, Reals: []objects.RealServer{rs("10.244.0.1:8080", 1), rs("10.244.0.2:8080", 1)}}
 	s := Services{
-		Wanted: map[types.NamespacedName]desired.State{
+		Wanted: map[types.NamespacedName]desired.Keys{
 			web: {
-				VirtualServers: []desired.VirtualServer{{Virtual: virtual, Reals: []objects.RealServer{rs("10.244.0.1:8080", 1), rs("10.244.0.2:8080", 1)}}},
+				VirtualServers: []objects.Key{key},
 				Addresses:      []netip.Addr{vip},
 				Entries:        []desired.SetEntry{{Set: desired.SetIPVSIPs, Entry: objects.Entry{IP: vip}}},
 			},
 			other: {Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.2")}},
+		},
+		VirtualServer: func(k objects.Key, owner types.NamespacedName) (desired.VirtualServer, bool) {
+			return wanted, k == key && owner == web
 		},
 		Programmed: map[types.NamespacedName]time.Time{web: programmed},
 		Belief: belief{
