@@ -40,7 +40,8 @@ type Netlink struct {
 	conn *nlbatch.Conn // for writes; opened on first use
 	// read lists the link's addresses, filtered by the kernel (StrictDumps):
 	// not the other links'. Opened on first use.
-	read *nlbatch.Conn
+	read   *nlbatch.Conn
+	listed int // the last list's length: the next one's capacity
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -121,11 +122,12 @@ func (n *Netlink) Addresses() ([]netip.Addr, error) {
 	}
 	// Read whole (see nlbatch.Whole): a drift check adopts this list, and
 	// an address missing from it would be unbound and bound again.
-	list, err := n.read.LinkAddresses(uint32(link.Attrs().Index))
+	list, err := n.read.AppendLinkAddresses(make([]netip.Addr, 0, n.listed), uint32(link.Attrs().Index))
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", n.name, err)
 	}
-	out := make([]netip.Addr, 0, len(list))
+	n.listed = len(list)
+	out := list[:0]
 	for _, a := range list {
 		if !a.IsLinkLocalUnicast() {
 			out = append(out, a.Unmap())

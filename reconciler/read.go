@@ -132,8 +132,7 @@ const tableReadMax = 5000
 // made and, holding r.mu, the sets' believed counts, so it runs without
 // r.mu while apply writes.
 func (r *Reconciler) readKernel() (*kernelView, error) {
-	v := &kernelView{vs: map[ipvs.Key]heldVS{}, addr: map[netip.Addr]struct{}{}, entry: map[desired.SetEntry]struct{}{},
-		share: r.reading.plan.shares > 1}
+	v := &kernelView{vs: map[ipvs.Key]heldVS{}, entry: map[desired.SetEntry]struct{}{}, share: r.reading.plan.shares > 1}
 	start := time.Now()
 	lap := func(d *time.Duration) { now := time.Now(); *d, start = now.Sub(start), now }
 	if r.reading.plan.believed != nil {
@@ -227,6 +226,7 @@ func (r *Reconciler) readMembers(v *kernelView, lap func(*time.Duration)) (*kern
 		return nil, err
 	}
 	lap(&v.took.addresses)
+	v.addr = make(map[netip.Addr]struct{}, len(addrs))
 	for _, a := range addrs {
 		if !a.IsLinkLocalUnicast() { // the kernel's own, on a link that was up
 			v.addr[a] = struct{}{}

@@ -53,10 +53,17 @@ func (c *Conn) Links() ([]Link, error) {
 // that is gone has none. The kernel filters the dump by link only on a
 // Conn with StrictDumps; without, it answers every link's addresses.
 func (c *Conn) LinkAddresses(index uint32) ([]netip.Addr, error) {
-	var out []netip.Addr
+	return c.AppendLinkAddresses(nil, index)
+}
+
+// AppendLinkAddresses is LinkAddresses appending to dst: a caller that
+// lists one link again and again (50k addresses each drift check) passes
+// a slice of the last list's size rather than growing one each time.
+func (c *Conn) AppendLinkAddresses(dst []netip.Addr, index uint32) ([]netip.Addr, error) {
+	out, start := dst, len(dst)
 	req := Request{Type: unix.RTM_GETADDR, Data: append([]byte{unix.AF_UNSPEC, 0, 0, 0}, U32(index)...)}
 	err := Whole(func() error {
-		out = out[:0]
+		out = out[:start]
 		return c.Dump(req, func(body []byte) {
 			if a, i, ok := parseAddress(body); ok && i == index {
 				out = append(out, a)
@@ -64,10 +71,10 @@ func (c *Conn) LinkAddresses(index uint32) ([]netip.Addr, error) {
 		})
 	})
 	if errors.Is(err, unix.ENODEV) {
-		return nil, nil // deleted since it was listed
+		return dst, nil // deleted since it was listed
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list addresses of link %d: %w", index, err)
+		return dst, fmt.Errorf("list addresses of link %d: %w", index, err)
 	}
 	return out, nil
 }

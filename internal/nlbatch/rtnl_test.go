@@ -107,6 +107,12 @@ func TestLinkAddressesOfOneLinkAndOfAGoneOne(t *testing.T) {
 	if got, err := c.LinkAddresses(999999); err != nil || len(got) != 0 {
 		t.Fatalf("addresses of a missing link: %v, %v; want none, no error", got, err)
 	}
+	// Appended after what the slice holds, which is kept.
+	kept := netip.MustParseAddr("198.51.100.1")
+	got, err = c.AppendLinkAddresses(append(make([]netip.Addr, 0, 4), kept), links[i].Index)
+	if want := []netip.Addr{kept, netip.MustParseAddr("192.0.2.2")}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("appended addresses of s1: %v, %v; want %v", got, err, want)
+	}
 }
 
 func TestWholeRetriesOnlyInterruptedReadsAndGivesUp(t *testing.T) {
