@@ -29,8 +29,14 @@ func (p *Proxier) changes(inputs []serviceInput, more func([]types.NamespacedNam
 		for _, in := range ins {
 			st, problems := p.stateOf(in)
 			done[in.name] = true
-			touched = append(touched, p.claims.update(in.name, in.service, st)...)
 			out = append(out, computed{in, st, problems})
+		}
+		// The claims after every state: a claim, kept while its Service
+		// lives, made between two computations shares its memory pages
+		// with their garbage, and holds them (at 50k Services, 4.5 MB of
+		// claims held 25 MB of pages).
+		for _, c := range out {
+			touched = append(touched, p.claims.update(c.in.name, c.in.service, c.st)...)
 		}
 		return out
 	}
