@@ -76,9 +76,6 @@ func ServiceOf(s *v1.Service) *Service {
 		ExternalTrafficPolicy: constant(sp.ExternalTrafficPolicy, v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal),
 		HealthCheckNodePort:   sp.HealthCheckNodePort,
 	}
-	if len(out.ClusterIPs) > 0 && out.ClusterIPs[0] == out.ClusterIP {
-		out.ClusterIP = out.ClusterIPs[0] // one string, not two
-	}
 	if p := sp.InternalTrafficPolicy; p != nil {
 		out.InternalTrafficPolicy = constant(*p, v1.ServiceInternalTrafficPolicyCluster, v1.ServiceInternalTrafficPolicyLocal)
 	}
@@ -101,6 +98,7 @@ func ServiceOf(s *v1.Service) *Service {
 			out.Ingress[i].IPMode = ipMode(ing.IPMode)
 		}
 	}
+	packService(out)
 	return out
 }
 

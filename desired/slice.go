@@ -55,7 +55,7 @@ type SliceHints struct {
 }
 
 // SliceOf reads s. Strings that repeat across a slice's endpoints and
-// ports (node names, protocols) are shared, not copied.
+// ports (node names, protocols) are shared, not copied (see packSlice).
 func SliceOf(s *discovery.EndpointSlice) *Slice {
 	out := &Slice{
 		Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion,
@@ -83,17 +83,13 @@ func SliceOf(s *discovery.EndpointSlice) *Slice {
 	if len(s.Endpoints) > 0 {
 		out.Endpoints = make([]SliceEndpoint, len(s.Endpoints))
 	}
-	node := ""
 	for i := range s.Endpoints {
 		e, se := &s.Endpoints[i], &out.Endpoints[i]
 		if len(e.Addresses) > 0 {
 			se.Address = e.Addresses[0]
 		}
 		if e.NodeName != nil {
-			if *e.NodeName != node {
-				node = *e.NodeName
-			}
-			se.NodeName = node
+			se.NodeName = *e.NodeName
 		}
 		c := e.Conditions
 		se.Ready = c.Ready == nil || *c.Ready
@@ -109,6 +105,7 @@ func SliceOf(s *discovery.EndpointSlice) *Slice {
 			}
 		}
 	}
+	packSlice(out)
 	return out
 }
 
