@@ -30,10 +30,13 @@ func pack(fields ...*string) {
 }
 
 // packSlice packs s's strings; endpoints in a row on one node share its
-// name. (Topology hints, rare, keep the decoder's.)
+// name. (Topology hints, rare, keep the decoder's.) The names that
+// identify it, which other maps key by and keep past its life, are packed
+// apart: a key must not hold every address of a slice long replaced.
 func packSlice(s *Slice) {
+	pack(&s.Namespace, &s.Name, &s.Service)
 	var buf [32]*string
-	fields := append(buf[:0], &s.Namespace, &s.Name, &s.ResourceVersion, &s.Service)
+	fields := append(buf[:0], &s.ResourceVersion)
 	for i := range s.Ports {
 		fields = append(fields, &s.Ports[i].Name)
 	}
@@ -54,13 +57,15 @@ func packSlice(s *Slice) {
 
 // packService packs s's strings, into lists of its own: those it was read
 // with are the decoded object's. clusterIP shares the first cluster IP's
-// bytes when they are the same.
+// bytes when they are the same. Its names and UID, kept by other maps past
+// its life, are packed apart (see packSlice).
 func packService(s *Service) {
+	pack(&s.Namespace, &s.Name, (*string)(&s.UID))
 	s.ClusterIPs = slices.Clone(s.ClusterIPs)
 	s.ExternalIPs = slices.Clone(s.ExternalIPs)
 	s.LoadBalancerSourceRanges = slices.Clone(s.LoadBalancerSourceRanges)
 	var buf [16]*string
-	fields := append(buf[:0], &s.Namespace, &s.Name, &s.ResourceVersion, (*string)(&s.UID))
+	fields := append(buf[:0], &s.ResourceVersion)
 	for _, l := range [][]string{s.ClusterIPs, s.ExternalIPs, s.LoadBalancerSourceRanges} {
 		for i := range l {
 			fields = append(fields, &l[i])

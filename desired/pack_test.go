@@ -45,13 +45,16 @@ func TestReadObjectsKeepTheirStringsInOneAllocation(t *testing.T) {
 	firstAddress := unsafe.StringData(decodedSlice.Endpoints[0].Addresses[0])
 	s := SliceOf(decodedSlice)
 	e := s.Endpoints
-	adjacent(t, "slice", s.Namespace, s.Name, s.ResourceVersion, s.Service, s.Ports[0].Name,
-		e[0].Address, e[0].NodeName, e[1].Address, e[2].Address, e[2].NodeName)
+	adjacent(t, "slice's names", s.Namespace, s.Name, s.Service)
+	adjacent(t, "slice", s.ResourceVersion, s.Ports[0].Name, e[0].Address, e[0].NodeName, e[1].Address, e[2].Address, e[2].NodeName)
 	if s.Name != "web-1" || e[1].NodeName != "n1" || e[2].Address != "10.244.1.1" {
 		t.Errorf("read %+v", s)
 	}
 	if unsafe.StringData(decodedSlice.Endpoints[0].Addresses[0]) != firstAddress {
 		t.Error("the decoded slice was written to")
+	}
+	if unsafe.StringData(s.Name) == unsafe.StringData(decodedSlice.Name) || unsafe.StringData(e[0].Address) == firstAddress {
+		t.Error("the slice keeps the decoder's strings")
 	}
 
 	svc := &v1.Service{
@@ -64,15 +67,22 @@ func TestReadObjectsKeepTheirStringsInOneAllocation(t *testing.T) {
 	}
 	decodedSvc := &v1.Service{}
 	mustDecode(t, svc, decodedSvc)
-	firstIP := unsafe.StringData(decodedSvc.Spec.ClusterIPs[0])
+	lists := [][]string{decodedSvc.Spec.ClusterIPs, decodedSvc.Spec.ExternalIPs, decodedSvc.Spec.LoadBalancerSourceRanges}
+	var before []*byte
+	for _, l := range lists {
+		before = append(before, unsafe.StringData(l[0]))
+	}
 	got := ServiceOf(decodedSvc)
-	adjacent(t, "service", got.Namespace, got.Name, got.ResourceVersion, string(got.UID), got.ClusterIPs[0], got.ClusterIPs[1],
+	adjacent(t, "service's names", got.Namespace, got.Name, string(got.UID))
+	adjacent(t, "service", got.ResourceVersion, got.ClusterIPs[0], got.ClusterIPs[1],
 		got.ExternalIPs[0], got.LoadBalancerSourceRanges[0], got.Ports[0].Name, got.Ingress[0].IP, *got.Scheduler)
 	if got.ClusterIPs[1] != "fd00::1" || *got.Scheduler != "lc" || got.Ingress[0].IP != "192.0.2.9" {
 		t.Errorf("read %+v", got)
 	}
-	if unsafe.StringData(decodedSvc.Spec.ClusterIPs[0]) != firstIP {
-		t.Error("the decoded Service was written to")
+	for i, l := range lists {
+		if unsafe.StringData(l[0]) != before[i] {
+			t.Errorf("the decoded Service's list %d was written to", i)
+		}
 	}
 }
 

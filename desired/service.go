@@ -38,9 +38,9 @@ type State struct {
 	LocalReady      [len(Families)]int
 }
 
-// Keys are a State's kernel objects by key, as the reconciler keeps each
-// Service's: what the Service wants of each virtual server it keeps once,
-// by key (at 50k Services a whole State kept per Service cost ~6 MB more).
+// Keys name a State's kernel objects without their values. The reconciler
+// keeps a Service's objects so, between its changes: the values are in its
+// tables already (a whole State per Service cost ~6 MB more at 50k).
 type Keys struct {
 	VirtualServers []objects.Key
 	Addresses      []netip.Addr
@@ -545,11 +545,12 @@ func schedulerOf(svc *Service, node string) (string, string) {
 		return node, ""
 	}
 	want := *svc.Scheduler
-	if !slices.Contains(Schedulers, want) {
+	i := slices.Index(Schedulers, want)
+	if i < 0 {
 		return node, fmt.Sprintf("annotation %s: unknown scheduler %q (one of %s); using %s",
 			SchedulerAnnotation, want, strings.Join(Schedulers, ", "), node)
 	}
-	return want, ""
+	return Schedulers[i], "" // not the annotation's bytes, which hold the Service's (see pack)""
 }
 
 // programsClusterIP says whether svc has a virtual IP to program at all.

@@ -41,7 +41,7 @@ type Netlink struct {
 	// read lists the link's addresses, filtered by the kernel (StrictDumps):
 	// not the other links'. Opened on first use.
 	read   *nlbatch.Conn
-	listed int // the last list's length: the next one's capacity
+	listed int // the last list's length: the next one's capacity, and some
 }
 
 var _ Interface = (*Netlink)(nil)
@@ -122,7 +122,7 @@ func (n *Netlink) Addresses() ([]netip.Addr, error) {
 	}
 	// Read whole (see nlbatch.Whole): a drift check adopts this list, and
 	// an address missing from it would be unbound and bound again.
-	list, err := n.read.AppendLinkAddresses(make([]netip.Addr, 0, n.listed), uint32(link.Attrs().Index))
+	list, err := n.read.AppendLinkAddresses(make([]netip.Addr, 0, n.listed+n.listed/16), uint32(link.Attrs().Index))
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", n.name, err)
 	}

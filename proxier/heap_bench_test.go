@@ -36,8 +36,9 @@ import (
 // belief). It reports too the heap's pages in use after the caches and
 // after the sync (inuse-MB): a long-lived object allocated among garbage
 // of its size holds its page when the garbage is gone, and pages in use
-// are what the node pays for. HEAP_PROFILE names a file for the heap profile at the end, to
-// split the proxier's share further with go tool pprof.
+// are what the node pays for. HEAP_PROFILE names a file for the heap
+// profile at the end, to split the proxier's share further with go tool
+// pprof.
 //
 //	HEAP_SERVICES=50000 go test ./proxier -run - -bench HeapByOwner -benchtime 1x
 func BenchmarkHeapByOwner(b *testing.B) {

@@ -19,7 +19,7 @@ func (r *Reconciler) State(names ...types.NamespacedName) view.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return serviceview.State(serviceview.Services{
-		Wanted: r.byService, VirtualServer: r.vs.want.Of, Programmed: r.programmed.At(), Belief: belief{r}, Failed: r.failedLocked(),
+		Wanted: r.byService, WantOf: r.vs.want.Of, Programmed: r.programmed.At(), Belief: belief{r}, Failed: r.failedLocked(),
 	}, names)
 }
 

@@ -33,10 +33,10 @@ type Belief interface {
 // Services is what the view is built from.
 type Services struct {
 	// Wanted is what each Service wants, by key; a Service that wants
-	// nothing is not in it. VirtualServer is what a Service wants of a
-	// virtual server.
-	Wanted        map[types.NamespacedName]desired.Keys
-	VirtualServer func(k objects.Key, owner types.NamespacedName) (desired.VirtualServer, bool)
+	// nothing is not in it. WantOf is what a Service wants of a virtual
+	// server.
+	Wanted map[types.NamespacedName]desired.Keys
+	WantOf func(k objects.Key, owner types.NamespacedName) (desired.VirtualServer, bool)
 	// Programmed is when each Service was last fully programmed.
 	Programmed map[types.NamespacedName]time.Time
 	Belief     Belief
@@ -107,9 +107,9 @@ func service(name types.NamespacedName, w desired.Keys, all Services, f failures
 	s := view.Service{Name: name.String(), Programmed: all.Programmed[name]}
 	b := all.Belief
 	for _, k := range w.VirtualServers {
-		v, ok := all.VirtualServer(k, name)
+		v, ok := all.WantOf(k, name)
 		if !ok {
-			continue
+			continue // never: a Service's keys are those it wants
 		}
 		have, reals, held := b.VirtualServer(k)
 		s.VirtualServers = append(s.VirtualServers, virtualServer(v, have, reals, held))

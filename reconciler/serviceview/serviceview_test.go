@@ -59,7 +59,7 @@ func TestStateShowsEachServiceBesideTheBelief(t *testing.T) {
 			},
 			other: {Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.2")}},
 		},
-		VirtualServer: func(k objects.Key, owner types.NamespacedName) (desired.VirtualServer, bool) {
+		WantOf: func(k objects.Key, owner types.NamespacedName) (desired.VirtualServer, bool) {
 			return wanted, k == key && owner == web
 		},
 		Programmed: map[types.NamespacedName]time.Time{web: programmed},
