@@ -214,8 +214,8 @@ demo: e2e-bins k8s-bins vm-kernel
 # the same kernel and objects, in the VM. Results go to the cache,
 # $(CACHE)/bench/results/<date>-<commit>/ (results.json, report.md, SVG plots,
 # CPU and heap profiles with their top functions); latest links to it. The
-# repository keeps one baseline, bench/baseline/, copied from a full run by
-# `make bench-baseline`. bench-quick is the developer's check after a change:
+# repository keeps one baseline, bench/baseline/, merged from several runs by
+# `make bench-baseline` (docs/performance.md). bench-quick is the developer's check after a change:
 # 1k Services, no upstream.
 BENCH_SCALES ?= $(if $(filter large,$(BENCH_SCALE)),1000$(comma)10000$(comma)50000,1000$(comma)10000)
 BENCH_PROXIERS ?= floor,kube-ipvs-proxy,kube-proxy,fake
@@ -230,11 +230,13 @@ BENCH_BEFORE ?=
 # The VM's time limit: a 50k run takes ~40 min without KVM.
 BENCH_VM_TIMEOUT ?= $(if $(findstring 50000,$(BENCH_SCALES)),7200,4200)
 # The first scale's API objects are created once, from the host, and kept as
-# an etcd data directory (the seed) in the cache; the VM creates what later
-# scales add. Creating 50k Services takes ~45 min: kube-apiserver 1.34 lists
-# every IPAddress for its metrics on each ClusterIP allocation.
+# an etcd data directory (the seed) in the cache, keyed by BENCH_ARGS and the
+# files that make the objects (bench/dual.go too for the dual-stack mix); the
+# VM creates what later scales add. Creating 50k Services takes ~45 min:
+# kube-apiserver lists every IPAddress for its metrics on each ClusterIP
+# allocation.
 BENCH_FIRST_SCALE = $(firstword $(subst $(comma), ,$(BENCH_SCALES)))
-BENCH_SEED = $(CACHE)/bench-seed/$(BENCH_FIRST_SCALE)-$(shell { echo '$(BENCH_ARGS)'; cat bench/objects.go; } | sha256sum | cut -c1-12)
+BENCH_SEED = $(CACHE)/bench-seed/$(BENCH_FIRST_SCALE)-$(shell { echo '$(BENCH_ARGS)'; cat bench/objects.go $(if $(findstring dual,$(BENCH_ARGS)),bench/dual.go); } | sha256sum | cut -c1-12)
 comma := ,
 BENCH_RESULTS = $(CACHE)/bench/results
 bench-quick: BENCH_SCALES = 1000
@@ -255,11 +257,15 @@ bench-quick bench: e2e-bins k8s-bins vm-kernel
 	code=$$?; dir=$(BENCH_RESULTS)/$$run; mv $$tmp $$dir && rm -rf .vm/bench && [ $$code = 0 ] \
 	&& hack/bench-profiles.sh $$dir && ln -sfn $$run $(BENCH_RESULTS)/latest && echo "report: $$dir/report.md"
 
-# Make the latest run the repository's baseline: its results, report and plots.
+# Make the repository's baseline from runs under $(BENCH_RESULTS): their
+# results merged, one report and its plots. A mix at a scale comes from one
+# run; e.g. BENCH_BASELINE_RUNS="20261201-101500-abc1234 20261201-120000-abc1234".
+BENCH_BASELINE_RUNS ?= latest
 bench-baseline:
-	@test -f $(BENCH_RESULTS)/latest/results.json || { echo "no run under $(BENCH_RESULTS)/latest"; exit 1; }
-	rm -rf bench/baseline && mkdir -p bench/baseline
-	cp $(BENCH_RESULTS)/latest/results.json $(BENCH_RESULTS)/latest/report.md $(BENCH_RESULTS)/latest/*.svg bench/baseline/
+	@for r in $(BENCH_BASELINE_RUNS); do test -f $(BENCH_RESULTS)/$$r/results.json || { echo "no run $(BENCH_RESULTS)/$$r"; exit 1; }; done
+	rm -rf $(CACHE)/bench/baseline.tmp
+	$(GO) run ./bench -merge $(CACHE)/bench/baseline.tmp $(addprefix $(BENCH_RESULTS)/,$(BENCH_BASELINE_RUNS))
+	rm -rf bench/baseline && mv $(CACHE)/bench/baseline.tmp bench/baseline
 
 clean:
 	rm -rf $(BIN) .vm

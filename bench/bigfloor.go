@@ -143,7 +143,7 @@ func floorGrow(k kernel, o kernelObjects) error {
 			return err
 		}
 		if need := have + m; need > capacity {
-			s := ipset.Set{Name: set, Type: benchSets[set], Family: "inet", MaxElem: ipset.DefaultMaxElem}
+			s := ipset.Set{Name: set, Type: benchSets[set], Family: setFamily(set), MaxElem: ipset.DefaultMaxElem}
 			if err := k.sets.Grow(s, uint32(1)<<bits.Len(uint(2*need-1))); err != nil {
 				return err
 			}

@@ -41,6 +41,9 @@ func measureFake(k kernel, n int, o options) ([]record, error) {
 			framework.Endpoint(kubeReal.Addr().String(), "", true)))
 	for i := 0; i < n; i++ {
 		objs = append(objs, benchService(i, o.mix), benchSlice(i, o.perService))
+		for _, extra := range mixObjects(i, o.perService, o.mix) {
+			objs = append(objs, extra.(runtime.Object))
+		}
 	}
 	// The simple clientset: the field-managed one costs seconds per
 	// thousand objects to build, which is not what this mode measures.

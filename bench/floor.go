@@ -30,7 +30,7 @@ func floorColdStart(k kernel, n, perService int, mix string) (kubeReady, complet
 		return 0, 0, 0, err
 	}
 	for name, t := range benchSets {
-		if err := k.sets.EnsureSet(ipset.Set{Name: name, Type: t, Family: "inet", MaxElem: ipset.DefaultMaxElem}); err != nil {
+		if err := k.sets.EnsureSet(ipset.Set{Name: name, Type: t, Family: setFamily(name), MaxElem: ipset.DefaultMaxElem}); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -42,13 +42,20 @@ func floorColdStart(k kernel, n, perService int, mix string) (kubeReady, complet
 		return 0, 0, 0, err
 	}
 	kubeReady = time.Since(start)
-	reals := make([]netip.AddrPort, perService)
+	reals, reals6 := make([]netip.AddrPort, perService), make([]netip.AddrPort, perService)
+	realsOf := func(key ipvs.Key) []netip.AddrPort {
+		if key.Address.Is6() {
+			return reals6
+		}
+		return reals
+	}
 	nodeAddrs := nodeAddrsOf(mix)
 	for i := 0; i < n; i++ {
 		for j := range reals {
 			reals[j] = netip.AddrPortFrom(endpointIP(i, j, perService), 8080)
+			reals6[j] = netip.AddrPortFrom(endpointIPv6(i, j, perService), 8080)
 		}
-		took, err := floorWrite(k, objectsOf(i, mix, nodeAddrs), func(ipvs.Key) []netip.AddrPort { return reals })
+		took, err := floorWrite(k, objectsOf(i, mix, nodeAddrs), realsOf)
 		addresses += took
 		if err != nil {
 			return 0, 0, 0, err

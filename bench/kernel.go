@@ -69,7 +69,7 @@ type wanted struct {
 }
 
 func wantedObjects(n int, mix string) wanted {
-	w := wanted{virtualServers: 1, addresses: 1, clusterIPs: n + 1, entries: map[string]int{"KUBE-CLUSTER-IP": 1, "KUBE-IPVS-IPS": 1}}
+	w := wanted{virtualServers: 1, addresses: 1, clusterIPs: n*clusterIPs(mix) + 1, entries: map[string]int{"KUBE-CLUSTER-IP": 1, "KUBE-IPVS-IPS": 1}}
 	nodeAddrs := nodeAddrsOf(mix)
 	for i := 0; i < n; i++ {
 		o := objectsOf(i, mix, nodeAddrs)
@@ -94,6 +94,9 @@ func (k kernel) complete(n, perService int, mix string, routed bool) (bool, stri
 		vips := []netip.Addr{kubeVIP}
 		if n > 0 {
 			vips = append(vips, serviceIP(n-1))
+			if mix == mixDual {
+				vips = append(vips, serviceIPv6(n-1))
+			}
 		}
 		for _, vip := range vips {
 			if routes, err := netlink.RouteGet(vip.AsSlice()); err != nil || len(routes) == 0 || routes[0].Type != unix.RTN_LOCAL {

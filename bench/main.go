@@ -64,8 +64,10 @@ type record struct {
 	MaxMs         *float64 `json:"max_ms,omitempty"`
 	LongestSyncMs *float64 `json:"longest_sync_ms,omitempty"`
 	Note          string   `json:"note,omitempty"`
-	// Mix is the Services' mix: "" for ClusterIPs alone, or "mixed".
+	// Mix is the Services' mix: "" for ClusterIPs alone, "mixed" or "dual".
 	Mix string `json:"mix,omitempty"`
+	// Run is the run a merged baseline's record came from (see merge).
+	Run string `json:"run,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -126,8 +128,9 @@ func main() {
 	scenarios := flag.String("scenarios", "cold-start,one-change,churn,steady-sync,ipvs-stats,restart",
 		"scenarios to run (the cold start always runs: the others need its state); big-service only when asked")
 	oursFlags := flag.String("ours-flags", "", "extra space-separated flags for kube-ipvs-proxy")
-	flag.StringVar(&o.mix, "mix", "", `the Services' mix: empty for ClusterIPs alone, or "mixed" (NodePorts, LoadBalancers, external IPs; see bench/mix.go)`)
+	flag.StringVar(&o.mix, "mix", "", `the Services' mix: empty for ClusterIPs alone, "mixed" (NodePorts, LoadBalancers, external IPs; see bench/mix.go) or "dual" (dual-stack ClusterIPs; see bench/dual.go)`)
 	render := flag.String("render", "", "only rewrite DIR/report.md from DIR/results.json")
+	mergeInto := flag.String("merge", "", "only merge the results of the runs given as arguments into DIR (make bench-baseline)")
 	create := flag.Int("create", 0, "only create the API objects for this many Services, from the host (under testcluster, before the VM starts)")
 	child := flag.String("child", "", "internal: measure the one proxier at the one scale given and write its records to this file")
 	flag.Parse()
@@ -138,8 +141,15 @@ func main() {
 		}
 		return
 	}
+	if *mergeInto != "" {
+		if err := merge(*mergeInto, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *create > 0 {
-		if err := createFromHost(*create, o.perService, o.mix); err != nil {
+		if err := createMixFromHost(*create, o.perService, o.mix); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -157,8 +167,8 @@ func main() {
 		}
 		o.scales = append(o.scales, n)
 	}
-	if o.mix != "" && o.mix != mixMixed {
-		fmt.Fprintf(os.Stderr, "bench: unknown -mix %q (empty or %q)\n", o.mix, mixMixed)
+	if o.mix != "" && o.mix != mixMixed && o.mix != mixDual {
+		fmt.Fprintf(os.Stderr, "bench: unknown -mix %q (empty, %q or %q)\n", o.mix, mixMixed, mixDual)
 		os.Exit(2)
 	}
 	o.proxiers = strings.Split(*proxiers, ",")
@@ -199,10 +209,16 @@ func run(o options) error {
 	if err := addNodeAddrs(o.mix); err != nil {
 		return err
 	}
+	if _, err := os.Stat("/proc/net/if_inet6"); err != nil && o.mix == mixDual {
+		return fmt.Errorf("the dual-stack mix needs IPv6 in the kernel: %w", err)
+	}
 	var records []record
 	for _, n := range o.scales {
 		progress("[%d svc] creating API objects", n)
 		if err := ensureObjects(env, n, o.perService, o.mix, func(done int) { progress("[%d svc] %d services created", n, done) }); err != nil {
+			return err
+		}
+		if err := ensureMixObjects(env, n, o.perService, o.mix); err != nil {
 			return err
 		}
 		for _, name := range o.proxiers {
@@ -297,6 +313,9 @@ func measureFloor(env *framework.Env, k kernel, n int, o options) ([]record, err
 		note += "; " + err.Error()
 	} else {
 		note += fmt.Sprintf("; one local route for %s instead: %s", serviceRange, route.Round(time.Microsecond))
+		if o.mix == mixDual {
+			note += " (for the IPv4 addresses)"
+		}
 	}
 	if missing != "" {
 		note = missing + "; " + note
@@ -563,7 +582,16 @@ func writeResults(dir string, records []record) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	plots, err := writePlots(dir, records)
+	// With several mixes, the plots show the first (see report).
+	var plotted []record
+	if mixes := mixesOf(records); len(mixes) > 0 {
+		for _, r := range records {
+			if r.Mix == mixes[0] {
+				plotted = append(plotted, r)
+			}
+		}
+	}
+	plots, err := writePlots(dir, plotted)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -81,6 +82,9 @@ func benchService(i int, mix string) *v1.Service {
 	if s.external.IsValid() {
 		svc.Spec.ExternalIPs = []string{s.external.String()}
 	}
+	if mix == mixDual {
+		dualStack(svc, i)
+	}
 	return svc
 }
 
@@ -103,6 +107,16 @@ var benchSets = map[string]ipset.Type{
 	"KUBE-NODE-PORT-TCP": ipset.BitmapPort, "KUBE-NODE-PORT-LOCAL-TCP": ipset.BitmapPort,
 	"KUBE-LOAD-BALANCER": ipset.HashIPPort, "KUBE-LOAD-BALANCER-FW": ipset.HashIPPort,
 	"KUBE-LOAD-BALANCER-SOURCE-CIDR": ipset.HashIPPortNet, "KUBE-EXTERNAL-IP": ipset.HashIPPort,
+	"KUBE-6-CLUSTER-IP": ipset.HashIPPort, "KUBE-6-IPVS-IPS": ipset.HashIP,
+}
+
+// setFamily is a bench set's family: upstream's IPv6 twins of the sets are
+// named KUBE-6-.
+func setFamily(name string) string {
+	if strings.HasPrefix(name, "KUBE-6-") {
+		return "inet6"
+	}
+	return "inet"
 }
 
 // objectsOf lists Service i's kernel objects in a mix, as upstream's IPVS
@@ -141,10 +155,28 @@ func objectsOf(i int, mix string, nodeAddrs []netip.Addr) kernelObjects {
 	if s.external.IsValid() {
 		o.entries = append(o.entries, benchEntry{"KUBE-EXTERNAL-IP", vipPort(s.external)})
 	}
+	if mix == mixDual {
+		vip6 := serviceIPv6(i)
+		o.virtualServers = append(o.virtualServers, ipvs.Key{Address: vip6, Protocol: ipvs.TCP, Port: 80})
+		o.addresses = append(o.addresses, vip6)
+		o.entries = append(o.entries, benchEntry{"KUBE-6-CLUSTER-IP", vipPort(vip6)})
+	}
 	for _, a := range o.addresses {
-		o.entries = append(o.entries, benchEntry{"KUBE-IPVS-IPS", ipset.Entry{IP: a}})
+		set := "KUBE-IPVS-IPS"
+		if a.Is6() {
+			set = "KUBE-6-IPVS-IPS"
+		}
+		o.entries = append(o.entries, benchEntry{set, ipset.Entry{IP: a}})
 	}
 	return o
+}
+
+// clusterIPs counts Service i's cluster IPs in a mix.
+func clusterIPs(mix string) int {
+	if mix == mixDual {
+		return 2
+	}
+	return 1
 }
 
 // nodeAddrsOf are the node's addresses the mix's node ports are served on.

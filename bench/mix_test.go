@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,5 +49,41 @@ func TestMixedShares(t *testing.T) {
 	}
 	if plain := objectsOf(20, "", nil); len(plain.virtualServers) != 1 || len(plain.entries) != 2 {
 		t.Errorf("the default mix's Service 20: %+v, want a ClusterIP's objects", plain)
+	}
+}
+
+// TestDualStackObjects: in the dual-stack mix every Service has a cluster IP
+// of each family inside testcluster's ranges, an IPv6 slice whose endpoints
+// are its own, and each family's kernel objects, the IPv6 ones in the
+// KUBE-6- sets.
+func TestDualStackObjects(t *testing.T) {
+	v4, v6 := netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")
+	seen := map[netip.Addr]bool{}
+	for _, i := range []int{0, 1, 9999, 49999} {
+		svc := benchService(i, mixDual)
+		if len(svc.Spec.ClusterIPs) != 2 || !v4.Contains(netip.MustParseAddr(svc.Spec.ClusterIPs[0])) ||
+			!v6.Contains(netip.MustParseAddr(svc.Spec.ClusterIPs[1])) || len(svc.Spec.IPFamilies) != 2 {
+			t.Errorf("Service %d: cluster IPs %v, families %v", i, svc.Spec.ClusterIPs, svc.Spec.IPFamilies)
+		}
+		sl := benchSliceV6(i, 10)
+		for _, ep := range sl.Endpoints {
+			a := netip.MustParseAddr(ep.Addresses[0])
+			if !a.Is6() || seen[a] {
+				t.Errorf("Service %d: endpoint %s not IPv6 or not its own", i, a)
+			}
+			seen[a] = true
+		}
+	}
+	o := objectsOf(3, mixDual, nil)
+	sets := map[string]netip.Addr{}
+	for _, e := range o.entries {
+		sets[e.set] = e.entry.IP
+	}
+	if len(o.virtualServers) != 2 || !o.virtualServers[1].Address.Is6() || len(o.addresses) != 2 ||
+		!sets["KUBE-6-CLUSTER-IP"].Is6() || !sets["KUBE-6-IPVS-IPS"].Is6() || !sets["KUBE-IPVS-IPS"].Is4() || len(o.entries) != 4 {
+		t.Errorf("dual-stack Service 3's objects %+v", o)
+	}
+	if w := wantedObjects(10, mixDual); w.clusterIPs != 21 || w.virtualServers != 21 {
+		t.Errorf("10 dual-stack Services want %+v", w)
 	}
 }

@@ -171,26 +171,107 @@ func oneSyncVerdict(r *record) string {
 }
 
 // report renders results as Markdown: one table per scenario and scale, with
-// figures also as ratios to the raw-netlink floor and to upstream.
+// figures also as ratios to the raw-netlink floor and to upstream; a
+// baseline merged from several runs has a part per mix.
 func report(records []record, plots []string) string {
 	var b strings.Builder
 	b.WriteString("# Benchmark report\n\nMeasured inside the test VM (see docs/testing.md and docs/performance.md); " +
 		"numbers are for ratios within one run. CPU profiles of kube-ipvs-proxy are in profiles/.\n")
-	if len(records) > 0 && records[0].Mix == mixMixed {
-		b.WriteString("\nServices mixed as in bench/mix.go: of every 100, 10 NodePorts with externalTrafficPolicy Local, " +
-			"10 with Cluster, 5 LoadBalancers with two source ranges, 5 ClusterIPs with an external IP, 70 ClusterIPs; " +
-			"the node has 3 addresses.\n")
+	runs := runsOf(records)
+	if len(runs) > 1 {
+		fmt.Fprintf(&b, "\nMerged by `make bench-baseline` from %d runs (`%s`); each table names its run, "+
+			"and every table's proxiers were measured in the same run. The profiles stay in each run's directory.\n", len(runs), strings.Join(runs, "`, `"))
+	}
+	mixes := mixesOf(records)
+	if len(mixes) > 1 && len(plots) > 0 {
+		fmt.Fprintf(&b, "\nThe plots show the %s.\n", mixTitle(mixes[0]))
 	}
 	for _, p := range plots {
 		fmt.Fprintf(&b, "\n![%s](%s)\n", strings.TrimSuffix(p, ".svg"), p)
 	}
 	for _, r := range records {
 		if r.Scenario == "error" {
-			fmt.Fprintf(&b, "\n**%s at %d Services failed:** %s\n", r.Proxier, r.Services, r.Note)
+			var where string
+			if r.Mix != "" {
+				where = ", " + mixTitle(r.Mix)
+			}
+			if len(runs) > 1 {
+				where += ", run `" + r.Run + "`"
+			}
+			fmt.Fprintf(&b, "\n**%s at %d Services%s failed:** %s\n", r.Proxier, r.Services, where, r.Note)
 		}
 	}
-	b.WriteString(targetsSection(records))
-	b.WriteString(beforeSection(records))
+	for _, mix := range mixes {
+		var rs []record
+		for _, r := range records {
+			if r.Mix == mix {
+				rs = append(rs, r)
+			}
+		}
+		if len(mixes) > 1 {
+			fmt.Fprintf(&b, "\n# %s\n", strings.ToUpper(mixTitle(mix)[:1])+mixTitle(mix)[1:])
+		}
+		if text := mixText[mix]; text != "" {
+			b.WriteString("\n" + text + "\n")
+		}
+		b.WriteString(targetsSection(rs))
+		b.WriteString(beforeSection(rs))
+		scenarioTables(&b, rs, len(runs) > 1)
+	}
+	return b.String()
+}
+
+// mixText describes a mix other than the default one.
+var mixText = map[string]string{
+	mixMixed: "Services mixed as in bench/mix.go: of every 100, 10 NodePorts with externalTrafficPolicy Local, " +
+		"10 with Cluster, 5 LoadBalancers with two source ranges, 5 ClusterIPs with an external IP, 70 ClusterIPs; " +
+		"the node has 3 addresses.",
+	mixDual: "Dual-stack Services as in bench/dual.go: every Service has an IPv4 and an IPv6 ClusterIP and a slice of " +
+		"each family with as many endpoints, so every kernel object is there twice, once per family; " +
+		"the changes, churn and restart samples are on the IPv4 half.",
+}
+
+// mixTitle names a mix in headings.
+func mixTitle(mix string) string {
+	switch mix {
+	case "":
+		return "plain ClusterIPs"
+	case mixMixed:
+		return "mixed Services"
+	case mixDual:
+		return "dual-stack Services"
+	}
+	return mix + " Services"
+}
+
+// mixesOf lists the records' mixes, the default one first.
+func mixesOf(records []record) []string {
+	var mixes []string
+	for _, r := range records {
+		if !contains(mixes, r.Mix) {
+			mixes = append(mixes, r.Mix)
+		}
+	}
+	order := map[string]int{"": 0, mixMixed: 1, mixDual: 2}
+	sort.SliceStable(mixes, func(i, j int) bool { return order[mixes[i]] < order[mixes[j]] })
+	return mixes
+}
+
+// runsOf lists the runs merged records came from, in order.
+func runsOf(records []record) []string {
+	var runs []string
+	for _, r := range records {
+		if r.Run != "" && !contains(runs, r.Run) {
+			runs = append(runs, r.Run)
+		}
+	}
+	sort.Strings(runs)
+	return runs
+}
+
+// scenarioTables writes one mix's tables, a scenario at a scale each, each
+// naming its run when the records were merged from several.
+func scenarioTables(b *strings.Builder, records []record, merged bool) {
 	for _, scenario := range scenarioOrder {
 		byScale := map[int][]record{}
 		var scales []int
@@ -206,7 +287,14 @@ func report(records []record, plots []string) string {
 		sort.Ints(scales)
 		for _, n := range scales {
 			rs := byScale[n]
-			fmt.Fprintf(&b, "\n## %s, %d Services × %d endpoints\n\n%s\n\n", scenario, n, rs[0].EndpointsPerService, scenarioText[scenario])
+			var mix, run string
+			if rs[0].Mix != "" {
+				mix = " (" + mixTitle(rs[0].Mix) + ")"
+			}
+			if merged {
+				run = " Run `" + rs[0].Run + "`."
+			}
+			fmt.Fprintf(b, "\n## %s, %d Services × %d endpoints%s\n\n%s%s\n\n", scenario, n, rs[0].EndpointsPerService, mix, scenarioText[scenario], run)
 			cols := tables[scenario]
 			var titles []string
 			for _, c := range cols {
@@ -245,5 +333,4 @@ func report(records []record, plots []string) string {
 			}
 		}
 	}
-	return b.String()
 }
