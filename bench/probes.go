@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,7 +37,8 @@ func fetch(url string, timeout time.Duration) ([]byte, error) {
 }
 
 // cachesSyncedAt finds, in a proxier's log, when both its Service and
-// EndpointSlice caches were synced: our "informer caches synced" line, or the
+// EndpointSlice caches were synced: our "informer caches synced" line (JSON,
+// or an older build's zap console line), or the
 // later of kube-proxy's two "Caches are synced" lines. Times in the log are
 // UTC wall clock of this machine, so they compare with start.
 func cachesSyncedAt(logPath string, start time.Time) (time.Time, bool) {
@@ -54,8 +56,21 @@ func cachesSyncedAt(logPath string, start time.Time) (time.Time, bool) {
 		var t time.Time
 		var err error
 		switch {
+		case strings.Contains(line, "informer caches synced") && strings.HasPrefix(line, "{"):
+			// component-base's JSON (the bench runs ours with it):
+			// {"ts":<ms since the epoch>,...}
+			var f struct{ TS json.RawMessage }
+			if json.Unmarshal([]byte(line), &f) != nil {
+				continue
+			}
+			var ok bool
+			if t, ok = logTime(f.TS); !ok {
+				continue
+			}
+			seen = 2
 		case strings.Contains(line, "informer caches synced"):
-			// zap: 2026-11-23T10:59:20.691Z<TAB>info ...
+			// zap's console format, of builds before the klog formats:
+			// 2026-11-23T10:59:20.691Z<TAB>info ...
 			t, err = time.Parse("2006-01-02T15:04:05.000Z0700", strings.Fields(line)[0])
 			seen = 2
 		case strings.Contains(line, "Caches are synced") &&
