@@ -119,7 +119,24 @@ func (a Input) equal(b Input) bool {
 
 // sameButBlocked says whether a and b differ at most in their blocked VIPs.
 func (a Input) sameButBlocked(b Input) bool {
-	return maps.Equal(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR && maps.Equal(a.Missing, b.Missing) && slices.Equal(a.Routed, b.Routed)
+	return sameSets(a.InUse, b.InUse) && a.PodCIDR == b.PodCIDR && sameSets(a.Missing, b.Missing) && slices.Equal(a.Routed, b.Routed)
+}
+
+// sameSets says whether a and b hold the same sets, a set held as false
+// being absent (the start-up guess lists one so): the chains differ only
+// with the sets in them.
+func sameSets(a, b map[string]bool) bool {
+	for s, in := range a {
+		if in != b[s] {
+			return false
+		}
+	}
+	for s, in := range b {
+		if in != a[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // gluePayload renders one family's chains for iptables-restore (or
@@ -506,7 +523,7 @@ func (g *Glue) Missing() map[string]bool {
 func (g *Glue) SetMissing(sets map[string]bool) bool {
 	g.inMu.Lock()
 	defer g.inMu.Unlock()
-	if maps.Equal(sets, g.in.Missing) {
+	if sameSets(sets, g.in.Missing) {
 		return false
 	}
 	g.in.Missing = sets

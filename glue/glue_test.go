@@ -93,6 +93,9 @@ func TestGlueSetRules(t *testing.T) {
 	if g.Use(Input{InUse: map[string]bool{desired.SetClusterIP: true}}) {
 		t.Error("the sets guessed and written reported as a change")
 	}
+	if g.Use(Input{InUse: map[string]bool{desired.SetClusterIP: true, desired.SetLoopBack: false}}) {
+		t.Error("a set listed as not in use reported as a change")
+	}
 	g.Guess(nil)
 	if !g.Use(Input{InUse: map[string]bool{desired.SetClusterIP: true, desired.SetNodePortTCP: true}}) {
 		t.Error("a set filled not reported")

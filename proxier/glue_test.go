@@ -18,6 +18,7 @@ import (
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/dummyiface"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/glue"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/healthz"
+	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/fakekernel"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/internal/testobj"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/ipset"
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/iptables"
@@ -129,5 +130,37 @@ func TestHealthCheckPortTakenIsReportedAndRetriedSoon(t *testing.T) {
 	resp.Body.Close()
 	if !p.checks.retryAt.IsZero() {
 		t.Error("still retrying after the port opened")
+	}
+}
+
+// TestFirstSyncKeepsTheEarlySetupsChains: on a dual-stack node whose
+// Services are all IPv4, the chains the setup wrote while the informers
+// listed are those the first sync wants, so it restores neither family
+// again: an iptables-restore is a process on the path of every cold start
+// and restart.
+func TestFirstSyncKeepsTheEarlySetupsChains(t *testing.T) {
+	k := fakekernel.Bare()
+	ipt, ip6t := &iptables.Fake{}, &iptables.Fake{}
+	p := New(Config{Desired: desired.Config{NodeName: "me", IPv6Capable: true}, Glue: glue.Config{MasqueradeBit: 14}, SyncPeriod: time.Hour},
+		Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt, IP6Tables: ip6t}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
+	steps := []chan error{make(chan error, 1), make(chan error, 1)}
+	p.setup.early.steps = steps
+	p.setUpEarly(steps)
+	early, early6 := len(ipt.Payloads), len(ip6t.Payloads)
+	if early != 1 || early6 != 1 {
+		t.Fatalf("the early setup restored %d IPv4 and %d IPv6 payloads, want one each", early, early6)
+	}
+	kubernetes := testobj.Service("10.96.0.1", testobj.Port("https", v1.ProtocolTCP, 443))
+	kubernetes.Namespace, kubernetes.Name = "default", "kubernetes"
+	p.OnServiceAdd(desired.ServiceOf(kubernetes))
+	p.OnServiceAdd(desired.ServiceOf(testobj.Service("10.96.0.10", testobj.Port("", v1.ProtocolTCP, 80))))
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	if !strings.Contains(k.IPVS.Dump(), "10.96.0.10:80/TCP") {
+		t.Fatalf("the first sync did not program the Service:\n%s", k.IPVS.Dump())
+	}
+	if len(ipt.Payloads) != early || len(ip6t.Payloads) != early6 {
+		t.Errorf("the first sync restored the chains again: IPv4 %q, IPv6 %q", ipt.Payloads[early:], ip6t.Payloads[early6:])
 	}
 }
