@@ -176,11 +176,13 @@ func oneSyncVerdict(r *record) string {
 func report(records []record, plots []string) string {
 	var b strings.Builder
 	b.WriteString("# Benchmark report\n\nMeasured inside the test VM (see docs/testing.md and docs/performance.md); " +
-		"numbers are for ratios within one run. CPU profiles of kube-ipvs-proxy are in profiles/.\n")
+		"numbers are for ratios within one run.")
 	runs := runsOf(records)
 	if len(runs) > 1 {
-		fmt.Fprintf(&b, "\nMerged by `make bench-baseline` from %d runs (`%s`); each table names its run, "+
-			"and every table's proxiers were measured in the same run. The profiles stay in each run's directory.\n", len(runs), strings.Join(runs, "`, `"))
+		fmt.Fprintf(&b, "\n\nMerged by `make bench-baseline` from %d runs (`%s`); each table names its run, "+
+			"and every table's proxiers were measured in the same run. CPU profiles of kube-ipvs-proxy stay in each run's profiles/.\n", len(runs), strings.Join(runs, "`, `"))
+	} else {
+		b.WriteString(" CPU profiles of kube-ipvs-proxy are in profiles/.\n")
 	}
 	mixes := mixesOf(records)
 	if len(mixes) > 1 && len(plots) > 0 {
