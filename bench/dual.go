@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/netip"
 	"sync"
 
@@ -9,7 +8,6 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-ipvs-proxy/kube-ipvs-proxy/e2e/framework"
 )
@@ -46,18 +44,15 @@ func dualStack(svc *v1.Service, i int) {
 	svc.Spec.ClusterIPs = append(svc.Spec.ClusterIPs, serviceIPv6(i).String())
 }
 
-// benchSliceV6 is Service i's IPv6 EndpointSlice in the dual-stack mix.
+// benchSliceV6 is Service i's IPv6 EndpointSlice in the dual-stack mix: its
+// IPv4 slice with each endpoint's address in IPv6.
 func benchSliceV6(i, perService int) *discovery.EndpointSlice {
-	var eps []discovery.Endpoint
-	for j := 0; j < perService; j++ {
-		ep := framework.Endpoint(endpointIPv6(i, j, perService).String(), "other-node", true)
-		pod := fmt.Sprintf("%s-%d", serviceName(i), j)
-		ep.TargetRef = &v1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: pod, UID: types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, j))}
-		eps = append(eps, ep)
-	}
-	sl := framework.Slice(namespace, serviceName(i), serviceName(i)+"-v6",
-		[]discovery.EndpointPort{framework.SlicePort("http", v1.ProtocolTCP, 8080)}, eps...)
+	sl := benchSlice(i, perService)
+	sl.Name = serviceName(i) + "-v6"
 	sl.AddressType = discovery.AddressTypeIPv6
+	for j := range sl.Endpoints {
+		sl.Endpoints[j].Addresses = []string{endpointIPv6(i, j, perService).String()}
+	}
 	return sl
 }
 
