@@ -260,11 +260,14 @@ bench-quick bench: e2e-bins k8s-bins vm-kernel
 # Make the repository's baseline from runs under $(BENCH_RESULTS): their
 # results merged, one report and its plots. A mix at a scale comes from one
 # run; e.g. BENCH_BASELINE_RUNS="20261201-101500-abc1234 20261201-120000-abc1234".
+# "baseline" first stands for the committed one: the runs after it replace the
+# parts they measured again and keep the rest.
 BENCH_BASELINE_RUNS ?= latest
+BENCH_BASELINE_DIRS = $(foreach r,$(BENCH_BASELINE_RUNS),$(if $(filter baseline,$(r)),bench/baseline,$(BENCH_RESULTS)/$(r)))
 bench-baseline:
-	@for r in $(BENCH_BASELINE_RUNS); do test -f $(BENCH_RESULTS)/$$r/results.json || { echo "no run $(BENCH_RESULTS)/$$r"; exit 1; }; done
+	@for d in $(BENCH_BASELINE_DIRS); do test -f $$d/results.json || { echo "no run $$d"; exit 1; }; done
 	rm -rf $(CACHE)/bench/baseline.tmp
-	$(GO) run ./bench -merge $(CACHE)/bench/baseline.tmp $(addprefix $(BENCH_RESULTS)/,$(BENCH_BASELINE_RUNS))
+	$(GO) run ./bench -merge $(CACHE)/bench/baseline.tmp $(BENCH_BASELINE_DIRS)
 	rm -rf bench/baseline && mv $(CACHE)/bench/baseline.tmp bench/baseline
 
 clean:

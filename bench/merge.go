@@ -12,7 +12,10 @@ import (
 // each record marked with the run it came from, and renders their report and
 // plots: the repository's one baseline holds the mixes and scales that take
 // a run each. A mix at a scale must come from one run, so that every table's
-// ratios compare proxiers measured side by side.
+// ratios compare proxiers measured side by side. A baseline merged before
+// (its records already name their runs) may come first: a later run that
+// measured one of its parts again replaces that part, so a session can
+// refresh the committed baseline a run at a time.
 func merge(dir string, runs []string) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("-merge needs the results directories of the runs to merge")
@@ -21,7 +24,11 @@ func merge(dir string, runs []string) error {
 		mix string
 		n   int
 	}
-	from := map[part]string{}
+	type source struct {
+		name   string
+		merged bool
+	}
+	from := map[part]source{}
 	var all []record
 	for _, run := range runs {
 		resolved, err := filepath.EvalSymlinks(run)
@@ -40,16 +47,26 @@ func merge(dir string, runs []string) error {
 		if len(records) == 0 {
 			return fmt.Errorf("%s: no records", run)
 		}
+		this := source{name: name, merged: records[0].Run != ""}
 		seen := map[part]bool{}
 		for _, r := range records {
 			p := part{r.Mix, r.Services}
 			if other, ok := from[p]; ok && !seen[p] {
-				if other == name {
+				switch {
+				case other.name == name:
 					return fmt.Errorf("run %s given twice", name)
+				case !other.merged || this.merged:
+					return fmt.Errorf("%s at %d Services is in both %s and %s: merge one of them", mixTitle(r.Mix), r.Services, other.name, name)
 				}
-				return fmt.Errorf("%s at %d Services is in both %s and %s: merge one of them", mixTitle(r.Mix), r.Services, other, name)
+				kept := all[:0]
+				for _, old := range all {
+					if (part{old.Mix, old.Services}) != p {
+						kept = append(kept, old)
+					}
+				}
+				all = kept
 			}
-			from[p], seen[p] = name, true
+			from[p], seen[p] = this, true
 			if r.Run == "" { // a baseline merged before keeps its runs
 				r.Run = name
 			}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +65,31 @@ func TestMergeKeepsEachMixAndScaleFromOneRun(t *testing.T) {
 	again := writeRun(t, root, "run-c", cold("kube-proxy", 1000, "", 300000))
 	if err := merge(filepath.Join(root, "refused"), []string{plain1k, again}); err == nil || !strings.Contains(err.Error(), "run-b and run-c") {
 		t.Errorf("two runs of plain 1k merged: %v", err)
+	}
+
+	// The merged baseline first, then a run of one of its parts: that part
+	// is the new run's, the others stay with their runs.
+	refreshed := filepath.Join(root, "refreshed")
+	if err := merge(refreshed, []string{out, again}); err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(filepath.Join(refreshed, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	for _, r := range got {
+		runs[fmt.Sprintf("%s %d %s", r.Mix, r.Services, r.Run)]++
+	}
+	want := map[string]int{" 1000 run-c": 1, mixDual + " 1000 run-b": 1, " 10000 run-a": 2}
+	if !maps.Equal(runs, want) {
+		t.Errorf("refreshed baseline's parts by run %v, want %v", runs, want)
+	}
+	if err := merge(filepath.Join(root, "refused2"), []string{again, out}); err == nil {
+		t.Error("a baseline given after a run of one of its parts replaced the newer run")
 	}
 }
