@@ -190,14 +190,20 @@ func (p *Proxier) queued() {
 // object, so they start at once, beside the informers' first list, rather
 // than on the critical path of a cold start or a restart.
 func (p *Proxier) Run(ctx context.Context) {
-	p.rec.ReadAhead(p.cfg.SyncPeriod)
+	p.startEarly(p.cfg.SyncPeriod)
+	p.runner.Loop(ctx)
+}
+
+// startEarly starts the first sync's read of the kernel, which the first
+// sync takes as stale if older than readMaxAge, and the kernel setup.
+func (p *Proxier) startEarly(readMaxAge time.Duration) {
+	p.rec.ReadAhead(readMaxAge)
 	steps := make([]chan error, len(p.glues))
 	for i := range steps {
 		steps[i] = make(chan error, 1)
 	}
 	p.setup.early.steps = steps
 	go p.setUpEarly(steps)
-	p.runner.Loop(ctx)
 }
 
 // SyncNow runs one sync on the caller's goroutine, doing a due drift check
@@ -354,6 +360,13 @@ func (p *Proxier) observe(r syncRound, read *reconciler.CheckResult, err error, 
 	}
 	if full && err == nil {
 		p.drift.lastFull, p.drift.needFull, p.drift.fullAt, p.drift.failures = now, false, time.Time{}, 0
+	}
+	if full && read.Stale {
+		// The start-up's read outlasted a sync period while the informers
+		// listed: the first sync took it, and a check reads again now.
+		p.log.Info("kernel read at start-up older than the sync period when the informers synced; checking again")
+		p.drift.needFull = true
+		p.runner.Trigger()
 	}
 	for _, in := range r.inputs {
 		if in.change == nil {

@@ -141,6 +141,28 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 	}
 }
 
+// A restart whose informers list for longer than a sync period takes the
+// kernel read made meanwhile, so that it is synced without reading again,
+// and checks the kernel again at the next sync: another program may have
+// written since.
+func TestStaleReadAtStartIsCheckedAgainAtOnce(t *testing.T) {
+	p, k, _, _ := newTestProxier(t)
+	var reads oplog.Counter
+	k.IPVS.SetHook(reads.Hook)
+	p.startEarly(0) // Run's, with a list that outlasts the bound
+	time.Sleep(time.Millisecond)
+	p.OnServicesSynced()
+	p.OnEndpointSlicesSynced()
+	p.SyncNow()
+	if n := reads.Of("list-vs"); n != 1 {
+		t.Fatalf("the first sync listed the virtual servers %d times, want once (the read at start)", n)
+	}
+	p.SyncNow()
+	if n := reads.Of("list-vs"); n != 2 {
+		t.Errorf("the sync after a stale first read listed the virtual servers %d times in all, want another check (2)", n)
+	}
+}
+
 func TestProxierReportsBadInputOnce(t *testing.T) {
 	p, k, _, ev := newTestProxier(t)
 	p.OnServicesSynced()

@@ -19,7 +19,7 @@ type driftCheck struct {
 	// none is running or its read has been taken.
 	inFlight chan CheckResult
 	// ahead delivers ReadAhead's read to the next CheckNow, which adopts
-	// it if it is at most aheadMaxAge old; nil when there is none.
+	// it, marked Stale if older than aheadMaxAge; nil when there is none.
 	ahead       chan CheckResult
 	aheadMaxAge time.Duration
 }
@@ -34,7 +34,10 @@ type CheckResult struct {
 	// SetUp says the check ran a setup first, with outcome SetupErr.
 	SetUp    bool
 	SetupErr error
-	Started  time.Time
+	// Stale says the read is ReadAhead's and was older than its maxAge
+	// when adopted: the caller should check again soon.
+	Stale   bool
+	Started time.Time
 	// Setup, Read and Adopt are how long the setup, the read and its
 	// adoption took, for logs.
 	Setup, Read, Adopt time.Duration
@@ -67,16 +70,17 @@ func (c *CheckResult) Stats() ReadStats {
 
 // CheckNow runs a drift check on the caller's goroutine; setup, if not nil,
 // runs before the read (the kernel setup with its read-back). Without a
-// setup it adopts ReadAhead's read, if there is one and it is not older
-// than ReadAhead's maxAge, rather than reading again; a failed or stale
+// setup it adopts ReadAhead's read, if there is one, rather than reading
+// again; one older than ReadAhead's maxAge is marked Stale. A failed
 // read-ahead is read again.
 func (r *Reconciler) CheckNow(setup func() error) CheckResult {
 	if ahead := r.drift.ahead; ahead != nil {
 		r.drift.ahead = nil
 		read := <-ahead
 		r.mu.Lock()
-		if setup == nil && read.view != nil && time.Since(read.Started) <= r.drift.aheadMaxAge {
+		if setup == nil && read.view != nil {
 			defer r.mu.Unlock()
+			read.Stale = time.Since(read.Started) > r.drift.aheadMaxAge
 			// Timed from its read's end: the wait for the informers is
 			// not the check's.
 			read.Started = time.Now().Add(-read.Read)
@@ -100,7 +104,10 @@ func (r *Reconciler) CheckNow(setup func() error) CheckResult {
 // restart). What is written meanwhile (the critical Services) is marked,
 // as during any check, and adopt leaves it alone. A read that started
 // more than maxAge before that CheckNow (the informers took long, and
-// another program may have written since) is read again. Call it before
+// another program may have written since) is adopted all the same but
+// marked Stale: reading again first would put the whole read on the
+// restart's critical path, while what another program changed is drift
+// like any other, found by the check the caller runs next. Call it before
 // the first check, from the goroutine that calls CheckNow, with no check
 // running.
 func (r *Reconciler) ReadAhead(maxAge time.Duration) {

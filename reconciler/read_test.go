@@ -510,7 +510,7 @@ func TestApplyWritesTheKindsSideBySide(t *testing.T) {
 // written while the read is under way is left as written, without being
 // read again to confirm; the rest is taken as it is (no write for what is
 // as wanted) and what no Service wants goes. A read-ahead older than its
-// bound is read again.
+// bound is adopted too, marked stale for the caller to check again.
 func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
 	k := fakekernel.New(t)
 	before := testReconciler(k)
@@ -567,10 +567,15 @@ func TestReconcilerAdoptsTheReadAhead(t *testing.T) {
 		"delete-entry KUBE-CLUSTER-IP 10.96.0.4,tcp:80",
 		"delete-entry KUBE-IPVS-IPS 10.96.0.4")
 
+	if read.Stale {
+		t.Error("a read-ahead within its bound marked stale")
+	}
+
 	stale := testReconciler(k)
 	reads.Reset()
 	stale.ReadAhead(0)
-	if read := stale.CheckNow(nil); !read.Adopted() || reads.Of("list-vs") != 2 {
-		t.Errorf("a stale read-ahead: adopted %v after %d listings, want two (it and another)", read.Adopted(), reads.Of("list-vs"))
+	time.Sleep(time.Millisecond)
+	if read := stale.CheckNow(nil); !read.Adopted() || !read.Stale || reads.Of("list-vs") != 1 {
+		t.Errorf("a stale read-ahead: adopted %v, marked stale %v, after %d listings, want it adopted and marked after one", read.Adopted(), read.Stale, reads.Of("list-vs"))
 	}
 }
