@@ -146,7 +146,11 @@ func TestRunSetsTheKernelUpWhileTheCachesSync(t *testing.T) {
 // and checks the kernel again at the next sync: another program may have
 // written since.
 func TestStaleReadAtStartIsCheckedAgainAtOnce(t *testing.T) {
-	p, k, _, _ := newTestProxier(t)
+	before, k, ipt, _ := newTestProxier(t)
+	before.OnServicesSynced()
+	before.OnEndpointSlicesSynced()
+	before.SyncNow() // the kernel set up, as a restart finds it
+	p := New(before.cfg, Kernel{IPVS: k.IPVS, Links: k.Links, Sets: k.Sets, IPTables: ipt}, zap.NewNop(), healthz.New(time.Minute), metrics.New(), &recordedEvents{})
 	var reads oplog.Counter
 	k.IPVS.SetHook(reads.Hook)
 	p.startEarly(0) // Run's, with a list that outlasts the bound
