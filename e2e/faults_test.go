@@ -86,8 +86,9 @@ func TestKillUnderChurn(t *testing.T) {
 	var workers sync.WaitGroup
 	var changes, changeErrs atomic.Int64
 	// 50 changes a second, from writers enough to keep that pace while an
-	// API write from the emulated VM takes 100 ms or more.
-	const writers = 10
+	// API write from the emulated VM takes up to 400 ms (10 writers made
+	// 27 a second on a slow day).
+	const writers = 20
 	pace := time.NewTicker(20 * time.Millisecond)
 	defer pace.Stop()
 	for w := range writers {
