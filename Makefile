@@ -126,9 +126,10 @@ fuzz:
 # The real-kernel suite: etcd + kube-apiserver on this machine's loopback, the
 # proxier and the tests inside a QEMU VM booting Debian's stock kernel. The
 # image's proxier runs there too (TestImageProgramsTheNode).
-# E2E_MINUTES bounds the suite (35 fits make test's budget on 6.1; the whole
-# suite on 5.10 needs ~50, see docs/compatibility.md).
-E2E_MINUTES ?= 35
+# E2E_MINUTES bounds the suite: it takes 23-36 minutes on 6.1 under emulation,
+# depending on the machine's day; 50 leaves .ci/run (with node-e2e and
+# conformance) inside CI's 90 minutes. 5.10 needs ~60 (docs/compatibility.md).
+E2E_MINUTES ?= 50
 e2e: e2e-bins k8s-bins vm-kernel image
 	KBIN=$$(hack/k8s-bins.sh) KIP_IMAGE=$(CACHE)/image/kube-ipvs-proxy.tar \
 	  KIP_VM_ENV="KBIN KIP_STATE KIP_CONTROL E2E_RUN KIP_IMAGE" \

@@ -350,12 +350,15 @@ func setZone(t *testing.T, zone string) {
 // upstream picks on any kernel with IPv6) each family syncs on its own and
 // sets its own ip_family series of the sync timestamp at the very end, so
 // the state is read once both series are there and three reads a second
-// apart are the same.
+// apart are the same. Upstream's state can go on changing after both
+// families synced: on a slow day in the emulated VM, for over a minute more
+// (a rollback settled 2m3s and 2m16s after its first sync report), so the
+// wait is four minutes.
 func settledState(t *testing.T, up *framework.Process) (framework.State, error) {
 	t.Helper()
 	var last framework.State
 	same, start, families := 0, time.Now(), time.Duration(0)
-	err := framework.Eventually(2*time.Minute, time.Second, func() error {
+	err := framework.Eventually(4*time.Minute, time.Second, func() error {
 		log, _ := os.ReadFile(up.LogPath)
 		if strings.Contains(string(log), "dual-stack mode") {
 			if n, err := familiesSynced(); err != nil || n < 2 {
