@@ -11,7 +11,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo u
 export KIP_CACHE := $(CACHE)
 export K8S_VERSION
 
-.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring check-chart release demo bench bench-quick bench-baseline deps k8s-bins vm-kernel lint clean fuzz
+.PHONY: all build image test unit e2e node-e2e multinode-e2e conformance matrix check-monitoring check-chart release demo bench bench-quick bench-seed bench-baseline deps k8s-bins vm-kernel lint clean fuzz
 
 all: build
 
@@ -242,14 +242,17 @@ comma := ,
 BENCH_RESULTS = $(CACHE)/bench/results
 bench-quick: BENCH_SCALES = 1000
 bench-quick: BENCH_PROXIERS = floor,kube-ipvs-proxy
-bench-quick bench: e2e-bins k8s-bins vm-kernel
-	@if [ -n "$(BENCH_BEFORE)" ]; then src=$(CACHE)/bench/before-src; rm -rf $$src && mkdir -p $$src && \
-	  git archive $(BENCH_BEFORE) | tar -x -C $$src && (cd $$src && $(GO) build -o $(CURDIR)/$(BIN)/kube-ipvs-proxy-before .); fi
+# bench-seed alone makes the seed ahead of a run (the host only, no VM).
+bench-seed: e2e-bins k8s-bins
 	@if [ ! -d $(BENCH_SEED) ]; then \
 	  $(BIN)/testcluster -bin "$$(hack/k8s-bins.sh)" -state $(CACHE)/run/bench-seed -- \
 	    $(BIN)/bench -create $(BENCH_FIRST_SCALE) $(BENCH_ARGS) && \
 	  mkdir -p $(dir $(BENCH_SEED)) && rm -rf $(BENCH_SEED).tmp && \
 	  cp -a $(CACHE)/run/bench-seed/etcd $(BENCH_SEED).tmp && mv $(BENCH_SEED).tmp $(BENCH_SEED); fi
+	@echo "seed: $(BENCH_SEED)"
+bench-quick bench: bench-seed vm-kernel
+	@if [ -n "$(BENCH_BEFORE)" ]; then src=$(CACHE)/bench/before-src; rm -rf $$src && mkdir -p $$src && \
+	  git archive $(BENCH_BEFORE) | tar -x -C $$src && (cd $$src && $(GO) build -o $(CURDIR)/$(BIN)/kube-ipvs-proxy-before .); fi
 	@run=$$(date -u +%Y%m%d-%H%M%S)-$$(git rev-parse --short HEAD); tmp=.vm/bench/$$run; \
 	rm -rf .vm/bench; mkdir -p $$tmp $(BENCH_RESULTS); \
 	KBIN=$$(hack/k8s-bins.sh) KIP_VM_ENV="KBIN KIP_STATE" \
