@@ -26,6 +26,17 @@ func requireNoFailuresAcrossRestart(t *testing.T, loops ...*framework.Loop) {
 	framework.LogFailures(t, "across kube-proxy's restart", loops...)
 }
 
+// readyBound is how long after a Deployment is Ready again its Service may
+// still fail. Ours is held to 10 s (it answers at once here); kube-proxy to
+// 30 s, since its IPVS syncs run ipset and iptables processes that take
+// seconds each in the emulated VM (one run here failed for 12.9 s).
+func readyBound() time.Duration {
+	if deployed.Name == "kube-ipvs-proxy" {
+		return 10 * time.Second
+	}
+	return 30 * time.Second
+}
+
 // serviceLoops are a pod looping through the ClusterIP and a client outside
 // the node looping through the NodePort.
 func serviceLoops(t *testing.T) []*framework.Loop {
@@ -166,7 +177,7 @@ func TestLifecycle(t *testing.T) {
 				framework.Between(fails, gone, ready), ready.Sub(gone).Round(100*time.Millisecond),
 				framework.Between(fails, ready, time.Now()), again.Round(100*time.Millisecond))
 			t.Logf("%s: failures %s", l.Name, framework.Spans(fails, down))
-			if again > 10*time.Second {
+			if again > readyBound() {
 				t.Errorf("%s: requests still failed %s after the Deployment was Ready again", l.Name, again.Round(100*time.Millisecond))
 			}
 		}
